@@ -1,0 +1,172 @@
+#include "common/tensor_file.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+
+namespace harmony::common {
+namespace {
+
+absl::Status Invalid(absl::string_view source, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", why));
+}
+
+std::string DescribeValue(const c10::IValue& value) {
+  if (value.isTensor()) return absl::StrCat("a tensor ", DescribeTensor(value.toTensor()));
+  return absl::StrCat("a value of type ", value.type()->str());
+}
+
+// A tensor, or a tuple/list of tensors, as a vector.
+absl::StatusOr<std::vector<at::Tensor>> ToTensors(const c10::IValue& value,
+                                                  absl::string_view source,
+                                                  absl::string_view what) {
+  std::vector<at::Tensor> tensors;
+  auto add = [&](const c10::IValue& element) -> absl::Status {
+    if (!element.isTensor()) {
+      return Invalid(source,
+                     absl::StrCat(what, " must be a tensor or a tuple of "
+                                        "tensors, found an element that is ",
+                                  DescribeValue(element)));
+    }
+    tensors.push_back(element.toTensor());
+    return absl::OkStatus();
+  };
+  if (value.isTensor()) {
+    HARMONY_RETURN_IF_ERROR(add(value));
+  } else if (value.isTuple()) {
+    for (const c10::IValue& e : value.toTupleRef().elements()) {
+      HARMONY_RETURN_IF_ERROR(add(e));
+    }
+  } else if (value.isList()) {
+    for (const c10::IValue& e : value.toListRef()) {
+      HARMONY_RETURN_IF_ERROR(add(e));
+    }
+  } else {
+    return Invalid(source, absl::StrCat(what,
+                                        " must be a tensor or a tuple of "
+                                        "tensors, found ",
+                                        DescribeValue(value)));
+  }
+  if (tensors.empty()) {
+    return Invalid(source, absl::StrCat(what, " holds no tensors"));
+  }
+  return tensors;
+}
+
+c10::IValue FromTensors(const std::vector<at::Tensor>& tensors) {
+  if (tensors.size() == 1) return tensors.front();
+  std::vector<c10::IValue> elements(tensors.begin(), tensors.end());
+  return c10::ivalue::Tuple::create(std::move(elements));
+}
+
+}  // namespace
+
+std::string DescribeTensor(const at::Tensor& tensor) {
+  if (!tensor.defined()) return "(undefined)";
+  return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "] ",
+                      c10::toString(tensor.scalar_type()));
+}
+
+int64_t TrainingData::size() const {
+  return inputs.empty() ? 0 : inputs.front().size(0);
+}
+
+absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path) {
+  HARMONY_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
+  std::vector<char> data(bytes.begin(), bytes.end());
+  return CallTorch(
+      absl::StrCat(path, ": not a tensor file written by torch.save"),
+      [&] { return torch::jit::pickle_load(data); });
+}
+
+absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value) {
+  HARMONY_ASSIGN_OR_RETURN(
+      std::vector<char> bytes,
+      CallTorch(absl::StrCat("serialising ", path),
+                [&] { return torch::jit::pickle_save(value); }));
+  return WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
+}
+
+absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,
+                                            absl::string_view source) {
+  TrainingData data;
+  if (value.isGenericDict()) {
+    c10::IValue inputs, targets;
+    for (const auto& entry : value.toGenericDict()) {
+      if (!entry.key().isString()) {
+        return Invalid(source, "dict keys must be strings (\"inputs\", "
+                               "\"targets\")");
+      }
+      const std::string& key = entry.key().toStringRef();
+      if (key == "inputs") {
+        inputs = entry.value();
+      } else if (key == "targets") {
+        targets = entry.value();
+      } else {
+        return Invalid(source, absl::StrCat("unexpected key \"", key,
+                                            "\" (expected \"inputs\" and "
+                                            "\"targets\")"));
+      }
+    }
+    if (inputs.isNone()) {
+      return Invalid(source, "the dict has no \"inputs\" entry");
+    }
+    HARMONY_ASSIGN_OR_RETURN(data.inputs, ToTensors(inputs, source, "inputs"));
+    if (!targets.isNone()) {
+      HARMONY_ASSIGN_OR_RETURN(data.targets,
+                               ToTensors(targets, source, "targets"));
+    }
+  } else {
+    HARMONY_ASSIGN_OR_RETURN(
+        data.inputs,
+        ToTensors(value, source,
+                  "the sample input (a tensor, a tuple of tensors or a dict "
+                  "{\"inputs\", \"targets\"})"));
+  }
+  auto check = [&](const std::vector<at::Tensor>& tensors,
+                   absl::string_view what) -> absl::Status {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const at::Tensor& t = tensors[i];
+      if (t.dim() == 0) {
+        return Invalid(source, absl::StrCat(what, "[", i,
+                                            "] is a scalar; dimension 0 must "
+                                            "be the batch"));
+      }
+      if (t.size(0) != data.inputs.front().size(0)) {
+        return Invalid(source,
+                       absl::StrCat(what, "[", i, "] ", DescribeTensor(t),
+                                    " has batch size ", t.size(0),
+                                    " but inputs[0] ",
+                                    DescribeTensor(data.inputs.front()),
+                                    " has ", data.inputs.front().size(0)));
+      }
+    }
+    return absl::OkStatus();
+  };
+  HARMONY_RETURN_IF_ERROR(check(data.inputs, "inputs"));
+  HARMONY_RETURN_IF_ERROR(check(data.targets, "targets"));
+  return data;
+}
+
+absl::StatusOr<TrainingData> LoadTrainingData(const std::string& path) {
+  HARMONY_ASSIGN_OR_RETURN(c10::IValue value, LoadTensorFile(path));
+  return ToTrainingData(value, path);
+}
+
+absl::Status SaveTrainingData(const std::string& path,
+                              const TrainingData& data) {
+  if (data.inputs.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("saving ", path, ": training data has no inputs"));
+  }
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("inputs", FromTensors(data.inputs));
+  if (!data.targets.empty()) dict.insert("targets", FromTensors(data.targets));
+  return SaveTensorFile(path, c10::IValue(dict));
+}
+
+}  // namespace harmony::common

@@ -1,0 +1,63 @@
+// Tensor files in the format of Python's torch.save / torch.load (a zip
+// archive holding a pickle), read and written with torch::pickle_load and
+// torch::pickle_save, so users can hand us data saved in Python and load
+// what we write.
+//
+// Training data is a dict {"inputs": X, "targets": Y} where X and Y are each
+// a tensor or a tuple/list of tensors and dimension 0 is the batch. A sample
+// input may also be a bare tensor or a tuple of tensors (no targets).
+//
+// Errors: an unreadable file follows errno (NotFound, ...); anything that is
+// not such a file, or holds something else, is InvalidArgument naming the
+// file and what was expected and found.
+//
+// Thread-safety: stateless functions.
+
+#ifndef HARMONY_COMMON_TENSOR_FILE_H_
+#define HARMONY_COMMON_TENSOR_FILE_H_
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace harmony::common {
+
+// Loads whatever torch.save stored (tensors, tuples, lists, dicts, scalars).
+absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path);
+
+// Saves `value` so that torch.load opens it. Written atomically.
+absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value);
+
+struct TrainingData {
+  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> targets;  // Empty for a bare sample input.
+
+  // Number of samples (dimension 0, equal across all tensors).
+  int64_t size() const;
+};
+
+// Interprets a loaded value as training data or a sample input (see above)
+// and checks that every tensor has at least one dimension and the same
+// dimension 0. `source` names the value in errors.
+absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,
+                                            absl::string_view source);
+
+absl::StatusOr<TrainingData> LoadTrainingData(const std::string& path);
+
+// Writes {"inputs": ..., "targets": ...}; a single tensor is stored as a
+// tensor, several as a tuple.
+absl::Status SaveTrainingData(const std::string& path,
+                              const TrainingData& data);
+
+// "[4, 16] int64", for messages.
+std::string DescribeTensor(const at::Tensor& tensor);
+
+}  // namespace harmony::common
+
+#endif  // HARMONY_COMMON_TENSOR_FILE_H_

@@ -1,0 +1,116 @@
+#include "common/tensor_file.h"
+
+#include <string>
+
+#include <torch/script.h>
+
+#include "common/files.h"
+#include "gtest/gtest.h"
+
+namespace harmony::common {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+TEST(TensorFileTest, TrainingDataRoundTrip) {
+  TrainingData data;
+  data.inputs = {torch::randn({5, 3}), torch::randint(0, 9, {5, 7})};
+  data.targets = {torch::randint(0, 4, {5})};
+  std::string path = TempPath("data.pt");
+  ASSERT_TRUE(SaveTrainingData(path, data).ok());
+  absl::StatusOr<TrainingData> back = LoadTrainingData(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->inputs.size(), 2u);
+  ASSERT_EQ(back->targets.size(), 1u);
+  EXPECT_TRUE(torch::equal(back->inputs[0], data.inputs[0]));
+  EXPECT_TRUE(torch::equal(back->inputs[1], data.inputs[1]));
+  EXPECT_TRUE(torch::equal(back->targets[0], data.targets[0]));
+  EXPECT_EQ(back->size(), 5);
+}
+
+TEST(TensorFileTest, ReadsTrainingDataSavedByPython) {
+  // tests/testdata/make_python_fixtures.py: torch.save({"inputs":
+  // arange(24).reshape(4, 6) / 10, "targets": [0, 2, 1, 3]}).
+  absl::StatusOr<TrainingData> data =
+      LoadTrainingData("tests/testdata/python_training_data.pt");
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->inputs.size(), 1u);
+  EXPECT_TRUE(torch::allclose(
+      data->inputs[0],
+      torch::arange(24, torch::kFloat32).reshape({4, 6}) / 10.0));
+  ASSERT_EQ(data->targets.size(), 1u);
+  EXPECT_EQ(data->targets[0].scalar_type(), torch::kInt64);
+  EXPECT_TRUE(torch::equal(data->targets[0],
+                           torch::tensor({0, 2, 1, 3}, torch::kInt64)));
+}
+
+TEST(TensorFileTest, ReadsTupleSampleInputSavedByPython) {
+  absl::StatusOr<TrainingData> data =
+      LoadTrainingData("tests/testdata/python_sample_tuple.pt");
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->inputs.size(), 2u);
+  EXPECT_TRUE(data->targets.empty());
+  EXPECT_EQ(data->inputs[1].scalar_type(), torch::kBool);
+  EXPECT_EQ(data->inputs[0][0][1].item<int64_t>(), 7);
+}
+
+TEST(TensorFileTest, GarbageFileIsInvalidArgumentNamingTheFile) {
+  std::string path = TempPath("garbage.pt");
+  ASSERT_TRUE(WriteFileAtomically(path, "this is not a zip file").ok());
+  absl::StatusOr<TrainingData> data = LoadTrainingData(path);
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find(path), absl::string_view::npos);
+  // The message is one readable line, not a C++ backtrace.
+  EXPECT_EQ(data.status().message().find("Exception raised from"),
+            absl::string_view::npos)
+      << data.status();
+}
+
+TEST(TensorFileTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadTrainingData(TempPath("missing.pt")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(TensorFileTest, WrongContentsAreExplained) {
+  std::string path = TempPath("bad.pt");
+  // Mismatched batch sizes.
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("inputs", torch::zeros({4, 2}));
+  dict.insert("targets", torch::zeros({3}));
+  ASSERT_TRUE(SaveTensorFile(path, c10::IValue(dict)).ok());
+  absl::StatusOr<TrainingData> data = LoadTrainingData(path);
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find("batch size 3"),
+            absl::string_view::npos)
+      << data.status();
+
+  // An unexpected key.
+  c10::impl::GenericDict typo(c10::StringType::get(), c10::AnyType::get());
+  typo.insert("input", torch::zeros({4, 2}));
+  ASSERT_TRUE(SaveTensorFile(path, c10::IValue(typo)).ok());
+  data = LoadTrainingData(path);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("\"input\""), absl::string_view::npos)
+      << data.status();
+
+  // A scalar where a batch is needed.
+  ASSERT_TRUE(SaveTensorFile(path, torch::tensor(3.0)).ok());
+  data = LoadTrainingData(path);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("scalar"), absl::string_view::npos)
+      << data.status();
+
+  // Not a tensor at all.
+  ASSERT_TRUE(SaveTensorFile(path, c10::IValue(int64_t{42})).ok());
+  data = LoadTrainingData(path);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("int"), absl::string_view::npos)
+      << data.status();
+}
+
+}  // namespace
+}  // namespace harmony::common
