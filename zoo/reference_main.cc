@@ -1,0 +1,130 @@
+// harmony-train-reference MODEL --data DATA [--steps N] [--lr X] ...
+//
+// Trains a TorchScript model with the plain LibTorch loop (the baseline
+// Harmony's results must equal) and prints the loss of every step.
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <boost/program_options.hpp>
+#include <torch/script.h>
+
+#include "common/files.h"
+#include "common/tensor_file.h"
+#include "common/torch_status.h"
+#include "zoo/reference_training.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+absl::Status Run(const std::string& model_path, const std::string& data_path,
+                 const std::string& out_path,
+                 harmony::zoo::ReferenceTrainingOptions options) {
+  absl::StatusOr<torch::jit::Module> model = harmony::common::CallTorch(
+      model_path + ": not a TorchScript model",
+      [&] { return torch::jit::load(model_path); });
+  if (!model.ok()) return model.status();
+  absl::StatusOr<harmony::common::TrainingData> data =
+      harmony::common::LoadTrainingData(data_path);
+  if (!data.ok()) return data.status();
+  std::cout << "training " << model_path << " on " << data->size()
+            << " samples from " << data_path << " for " << options.steps
+            << " steps (SGD, lr " << options.learning_rate << ")\n";
+  options.on_step = [&](int64_t step, double loss) {
+    std::cout << "step " << std::setw(4) << step + 1 << "/" << options.steps
+              << "  loss " << std::fixed << std::setprecision(6) << loss
+              << std::endl;
+  };
+  absl::StatusOr<std::vector<double>> losses =
+      harmony::zoo::TrainReference(*model, *data, options);
+  if (!losses.ok()) return losses.status();
+  if (!out_path.empty()) {
+    absl::StatusOr<std::string> bytes =
+        harmony::common::CallTorch("saving " + out_path, [&] {
+          std::ostringstream out;
+          model->save(out);
+          return out.str();
+        });
+    if (!bytes.ok()) return bytes.status();
+    absl::Status written = harmony::common::WriteFileAtomically(out_path, *bytes);
+    if (!written.ok()) return written;
+    std::cout << "wrote the trained model to " << out_path << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path, data_path, out_path, loss = "auto";
+  harmony::zoo::ReferenceTrainingOptions options;
+  po::options_description flags(
+      "Usage: harmony-train-reference MODEL --data DATA [flags]\n\n"
+      "Trains a TorchScript model with plain LibTorch SGD on one device.\n\n"
+      "Flags");
+  // clang-format off
+  flags.add_options()
+      ("help,h", "show this help")
+      ("data", po::value(&data_path), "training data (torch.save dict "
+       "{\"inputs\", \"targets\"}) (required)")
+      ("steps", po::value(&options.steps)->default_value(options.steps),
+       "training steps")
+      ("lr", po::value(&options.learning_rate)->default_value(options.learning_rate),
+       "learning rate")
+      ("momentum", po::value(&options.momentum)->default_value(options.momentum),
+       "SGD momentum")
+      ("weight-decay", po::value(&options.weight_decay)->default_value(options.weight_decay),
+       "weight decay")
+      ("minibatch", po::value(&options.minibatch)->default_value(options.minibatch),
+       "samples per step (0: all)")
+      ("loss", po::value(&loss)->default_value(loss),
+       "auto | cross-entropy | mse (auto: the model's scalar output, else by "
+       "target type)")
+      ("out", po::value(&out_path), "write the trained model here");
+  // clang-format on
+  po::options_description all;
+  all.add(flags).add_options()("model", po::value(&model_path));
+  po::positional_options_description positional;
+  positional.add("model", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv)
+                  .options(all)
+                  .positional(positional)
+                  .run(),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "harmony-train-reference: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << flags << "\n";
+    return 0;
+  }
+  if (model_path.empty() || data_path.empty()) {
+    std::cerr << "harmony-train-reference: need MODEL and --data DATA "
+                 "(see --help)\n";
+    return 2;
+  }
+  if (loss == "auto") {
+    options.loss = harmony::zoo::LossKind::kAuto;
+  } else if (loss == "cross-entropy") {
+    options.loss = harmony::zoo::LossKind::kCrossEntropy;
+  } else if (loss == "mse") {
+    options.loss = harmony::zoo::LossKind::kMse;
+  } else {
+    std::cerr << "harmony-train-reference: --loss \"" << loss
+              << "\": expected auto, cross-entropy or mse\n";
+    return 2;
+  }
+  absl::Status status = Run(model_path, data_path, out_path, options);
+  if (!status.ok()) {
+    std::cerr << "harmony-train-reference: " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,57 @@
+// The plain LibTorch training loop: torch::optim::SGD over whole minibatches
+// on one device. It is the baseline Harmony's results must equal (same
+// losses, same weights), and what the demo trains before a plan exists.
+//
+// Thread-safety: thread-compatible (it mutates the module it is given).
+
+#ifndef HARMONY_ZOO_REFERENCE_TRAINING_H_
+#define HARMONY_ZOO_REFERENCE_TRAINING_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+
+#include "absl/status/statusor.h"
+#include "common/tensor_file.h"
+
+namespace harmony::zoo {
+
+enum class LossKind {
+  kAuto,          // The model's scalar output, else cross-entropy for
+                  // integer targets and MSE for floating-point ones.
+  kCrossEntropy,
+  kMse,
+};
+
+struct ReferenceTrainingOptions {
+  int64_t steps = 5;
+  double learning_rate = 0.05;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  // Samples per step, taken in order and wrapping around; 0: all of them.
+  int64_t minibatch = 0;
+  LossKind loss = LossKind::kAuto;
+  // Called after every step with (step, loss); may be empty.
+  std::function<void(int64_t, double)> on_step;
+};
+
+// The loss of `model` on `inputs` and `targets`: forward receives the inputs,
+// plus the targets when its signature takes them (it then returns the loss).
+// InvalidArgument when forward's arity matches neither, naming what forward
+// expects and what the data holds.
+absl::StatusOr<at::Tensor> ComputeLoss(torch::jit::Module& model,
+                                       const std::vector<at::Tensor>& inputs,
+                                       const std::vector<at::Tensor>& targets,
+                                       LossKind loss);
+
+// Trains `model` in place; returns the loss of every step (before its
+// update).
+absl::StatusOr<std::vector<double>> TrainReference(
+    torch::jit::Module& model, const common::TrainingData& data,
+    const ReferenceTrainingOptions& options);
+
+}  // namespace harmony::zoo
+
+#endif  // HARMONY_ZOO_REFERENCE_TRAINING_H_
