@@ -30,6 +30,7 @@ cc_library(
         "include/torch/csrc/api/include",
     ],
     defines = {defines},
+    deps = {deps},
     # Operator registration lives in static initialisers of libtorch_cpu /
     # libtorch_cuda: keep the libraries even where no symbol is referenced.
     linkopts = {linkopts},
@@ -45,6 +46,7 @@ def _libtorch_impl(rctx):
     rctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % rctx.name)
     rctx.file("BUILD.bazel", _BUILD_TEMPLATE.format(
         defines = "[]",
+        deps = "[]",
         linkopts = repr([
             "-Wl,--no-as-needed",
             "-ltorch",
@@ -109,6 +111,7 @@ def _libtorch_cuda_impl(rctx):
     ]
     rctx.file("BUILD.bazel", _BUILD_TEMPLATE.format(
         defines = repr(["HARMONY_WITH_CUDA=1"]),
+        deps = repr([":cuda_headers"]),
         linkopts = repr(linkopts),
     ) + """
 cc_library(

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up and runs Harmony's main job on the embedded default (CPU only).
+#
+# Today: builds the tools, writes a zoo GPT model and its data, and trains
+# it a few steps with the plain LibTorch loop. As harmony-plan, harmony-exec
+# and harmony-ctl land, this grows into plan -> daemon -> submit -> watch.
+#
+#   scripts/demo.sh [--out DIR]     (default DIR: ./demo-out)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=demo-out
+if [[ "${1:-}" == "--out" && -n "${2:-}" ]]; then out=$2; fi
+mkdir -p "$out"
+
+scripts/setup.sh
+echo "demo: building (the first build compiles LibTorch code: ~10 min on 2 cores)"
+bazel build //zoo:harmony-zoo //zoo:harmony-train-reference
+
+echo
+echo "demo: 1. write a GPT model (4 blocks) and 64 samples of token data"
+bazel-bin/zoo/harmony-zoo gpt --depth 4 --width 64 --heads 4 --vocab 128 \
+  --seq-len 32 --samples 64 -o "$out/gpt.pt" --data "$out/gpt_data.pt"
+
+echo
+echo "demo: 2. train it 10 steps with plain LibTorch SGD (minibatch 16)"
+bazel-bin/zoo/harmony-train-reference "$out/gpt.pt" --data "$out/gpt_data.pt" \
+  --steps 10 --lr 0.1 --minibatch 16 --out "$out/gpt_trained.pt"
+
+echo
+echo "demo: done; files in $out/"
