@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -422,50 +423,39 @@ Module BasicBlock(Builder& b, int64_t in, int64_t out, int64_t stride) {
   Module bn1 = b.BatchNorm2d(out);
   Module conv2 = b.Conv2d(out, out, 3, 1, 1, /*bias=*/false);
   Module bn2 = b.BatchNorm2d(out);
+  // Like torchvision: a strided or widening block projects its shortcut.
   const bool down = stride != 1 || in != out;
-  if (!down) {
-    return b.Make(
-        "BasicBlock", "__torch__.torchvision.models.resnet.BasicBlock",
+  std::optional<Module> downsample;
+  if (down) {
+    Module ds_conv = b.Conv2d(in, out, 1, stride, 0, /*bias=*/false);
+    Module ds_bn = b.BatchNorm2d(out);
+    downsample = b.Make(
+        "Downsample", "__torch__.torchvision.models.resnet.Downsample",
         [&](Module& m) {
-          m.register_module("conv1", conv1);
-          m.register_module("bn1", bn1);
-          m.register_module("conv2", conv2);
-          m.register_module("bn2", bn2);
+          m.register_module("conv", ds_conv);
+          m.register_module("bn", ds_bn);
         },
         R"(
 def forward(self, x):
-    out = torch.relu(self.bn1.forward(self.conv1.forward(x)))
-    out = self.bn2.forward(self.conv2.forward(out))
-    return torch.relu(out + x)
-)");
-  }
-  Module ds_conv = b.Conv2d(in, out, 1, stride, 0, /*bias=*/false);
-  Module ds_bn = b.BatchNorm2d(out);
-  Module downsample = b.Make(
-      "Downsample", "__torch__.torchvision.models.resnet.Downsample",
-      [&](Module& m) {
-        m.register_module("conv", ds_conv);
-        m.register_module("bn", ds_bn);
-      },
-      R"(
-def forward(self, x):
     return self.bn.forward(self.conv.forward(x))
 )");
+  }
   return b.Make(
-      "BasicBlockDown", "__torch__.torchvision.models.resnet.BasicBlock",
+      down ? "BasicBlockDown" : "BasicBlock",
+      "__torch__.torchvision.models.resnet.BasicBlock",
       [&](Module& m) {
         m.register_module("conv1", conv1);
         m.register_module("bn1", bn1);
         m.register_module("conv2", conv2);
         m.register_module("bn2", bn2);
-        m.register_module("downsample", downsample);
+        if (downsample) m.register_module("downsample", *downsample);
       },
-      R"(
+      std::string(R"(
 def forward(self, x):
     out = torch.relu(self.bn1.forward(self.conv1.forward(x)))
     out = self.bn2.forward(self.conv2.forward(out))
-    return torch.relu(out + self.downsample.forward(x))
-)");
+)") + (down ? "    return torch.relu(out + self.downsample.forward(x))\n"
+            : "    return torch.relu(out + x)\n"));
 }
 
 Module BuildResnet(const ZooOptions& o, Builder& b) {
