@@ -110,17 +110,14 @@ int main(int argc, char** argv) {
                  "(see --help)\n";
     return 2;
   }
-  if (loss == "auto") {
-    options.loss = harmony::zoo::LossKind::kAuto;
-  } else if (loss == "cross-entropy") {
-    options.loss = harmony::zoo::LossKind::kCrossEntropy;
-  } else if (loss == "mse") {
-    options.loss = harmony::zoo::LossKind::kMse;
-  } else {
-    std::cerr << "harmony-train-reference: --loss \"" << loss
-              << "\": expected auto, cross-entropy or mse\n";
+  absl::StatusOr<harmony::common::LossKind> loss_kind =
+      harmony::common::ParseLossKind(loss);
+  if (!loss_kind.ok()) {
+    std::cerr << "harmony-train-reference: --loss: " << loss_kind.status().message()
+              << "\n";
     return 2;
   }
+  options.loss = *loss_kind;
   absl::Status status = Run(model_path, data_path, out_path, options);
   if (!status.ok()) {
     std::cerr << "harmony-train-reference: " << status.message() << "\n";

@@ -4,18 +4,11 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 
 namespace harmony::zoo {
 namespace {
-
-std::string DescribeTensors(const std::vector<at::Tensor>& tensors) {
-  std::vector<std::string> parts;
-  for (const at::Tensor& t : tensors) parts.push_back(common::DescribeTensor(t));
-  return absl::StrJoin(parts, ", ");
-}
 
 // Rows [begin, begin + count) of every tensor, wrapping around.
 std::vector<at::Tensor> Rows(const std::vector<at::Tensor>& tensors,
@@ -39,46 +32,24 @@ absl::StatusOr<at::Tensor> ComputeLoss(torch::jit::Module& model,
   if (!method) {
     return absl::InvalidArgumentError("the model has no forward method");
   }
-  const auto& arguments = method->function().getSchema().arguments();
-  // arguments[0] is self.
-  const size_t arity = arguments.size() - 1;
   std::vector<std::string> names;
-  for (size_t i = 1; i < arguments.size(); ++i) names.push_back(arguments[i].name());
-  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-  bool model_takes_targets = false;
-  if (arity == inputs.size() + targets.size() && !targets.empty()) {
-    args.insert(args.end(), targets.begin(), targets.end());
-    model_takes_targets = true;
-  } else if (arity != inputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "forward(", absl::StrJoin(names, ", "), ") takes ", arity,
-        " tensors, but the data has ", inputs.size(), " input(s) [",
-        DescribeTensors(inputs), "] and ", targets.size(), " target(s) [",
-        DescribeTensors(targets), "]"));
+  const auto& arguments = method->function().getSchema().arguments();
+  for (size_t i = 1; i < arguments.size(); ++i) {  // arguments[0] is self.
+    names.push_back(arguments[i].name());
   }
-  return common::CallTorch("forward", [&]() -> at::Tensor {
-    c10::IValue out = model.forward(args);
-    TORCH_CHECK(out.isTensor(), "forward returned ", out.type()->str(),
-                ", expected a tensor (logits or a scalar loss)");
-    at::Tensor y = out.toTensor();
-    if (y.dim() == 0 && (model_takes_targets || loss == LossKind::kAuto)) {
-      return y;  // The model's own loss.
-    }
-    TORCH_CHECK(targets.size() == 1, "forward returned ", common::DescribeTensor(y),
-                "; applying a loss needs exactly one target tensor, the data has ",
-                targets.size());
-    const at::Tensor& target = targets.front();
-    LossKind kind = loss;
-    if (kind == LossKind::kAuto) {
-      kind = at::isFloatingType(target.scalar_type()) ? LossKind::kMse
-                                                      : LossKind::kCrossEntropy;
-    }
-    if (kind == LossKind::kCrossEntropy) {
-      return torch::cross_entropy_loss(y.reshape({-1, y.size(-1)}),
-                                       target.reshape({-1}));
-    }
-    return torch::mse_loss(y, target.to(y.scalar_type()));
-  });
+  HARMONY_ASSIGN_OR_RETURN(bool takes_targets,
+                           common::ForwardTakesTargets(names, inputs, targets));
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  if (takes_targets) args.insert(args.end(), targets.begin(), targets.end());
+  HARMONY_ASSIGN_OR_RETURN(
+      c10::IValue out,
+      common::CallTorch("forward", [&] { return model.forward(args); }));
+  if (!out.isTensor()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("forward returned ", out.type()->str(),
+                     ", expected a tensor (logits or a scalar loss)"));
+  }
+  return common::LossFromOutput(out.toTensor(), targets, takes_targets, loss);
 }
 
 absl::StatusOr<std::vector<double>> TrainReference(

@@ -14,16 +14,12 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "absl/status/statusor.h"
+#include "common/loss.h"
 #include "common/tensor_file.h"
 
 namespace harmony::zoo {
 
-enum class LossKind {
-  kAuto,          // The model's scalar output, else cross-entropy for
-                  // integer targets and MSE for floating-point ones.
-  kCrossEntropy,
-  kMse,
-};
+using common::LossKind;
 
 struct ReferenceTrainingOptions {
   int64_t steps = 5;
