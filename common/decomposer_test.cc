@@ -1,0 +1,268 @@
+// The decomposer's contract: running the vLayers (forward without autograd,
+// then recompute + backward per vLayer with RNG replay) gives bit-identical
+// loss, outputs, parameter gradients and buffers to running the original
+// module, in training mode with dropout on.
+
+#include "common/decomposer.h"
+
+#include <string>
+
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/script.h>
+
+#include "common/loss.h"
+#include "common/vlayer_runner.h"
+#include "gtest/gtest.h"
+#include "zoo/zoo.h"
+
+namespace harmony::common {
+namespace {
+
+zoo::ZooOptions Small(const std::string& family) {
+  zoo::ZooOptions o;
+  o.family = family;
+  o.depth = 3;
+  o.width = 16;
+  o.heads = 2;
+  o.vocab = 32;
+  o.seq_len = 8;
+  o.dropout = 0.2;
+  o.classes = 4;
+  o.image_size = 8;
+  o.input_dim = 12;
+  o.samples = 6;
+  o.seed = 11;
+  return o;
+}
+
+struct Reference {
+  at::Tensor loss;
+  at::Tensor output;
+};
+
+// The original module: forward, loss, backward, unoptimised (as Run is).
+Reference RunModule(torch::jit::Module& model, const TrainingData& data,
+                    bool takes_targets) {
+  torch::jit::GraphOptimizerEnabledGuard unoptimised(false);
+  std::vector<c10::IValue> args(data.inputs.begin(), data.inputs.end());
+  if (takes_targets) args.insert(args.end(), data.targets.begin(), data.targets.end());
+  Reference r;
+  r.output = model.forward(args).toTensor();
+  r.loss = *LossFromOutput(r.output, data.targets, takes_targets, LossKind::kAuto);
+  r.loss.backward();
+  return r;
+}
+
+// Checks bit-identity of everything the step touched.
+void ExpectIdentical(torch::jit::Module& expected, torch::jit::Module& actual,
+                     const Reference& ref, const VLayerStepResult& got) {
+  EXPECT_TRUE(torch::equal(ref.output, got.output))
+      << "outputs differ by " << (ref.output - got.output).abs().max().item<double>();
+  EXPECT_TRUE(torch::equal(ref.loss, got.loss))
+      << ref.loss.item<double>() << " vs " << got.loss.item<double>();
+  auto pe = expected.named_parameters();
+  auto pa = actual.named_parameters();
+  ASSERT_EQ(pe.size(), pa.size());
+  auto ia = pa.begin();
+  int with_grad = 0;
+  for (auto ie = pe.begin(); ie != pe.end(); ++ie, ++ia) {
+    const at::Tensor& ge = (*ie).value.grad();
+    const at::Tensor& ga = (*ia).value.grad();
+    ASSERT_EQ(ge.defined(), ga.defined()) << (*ie).name;
+    if (!ge.defined()) continue;
+    ++with_grad;
+    EXPECT_TRUE(torch::equal(ge, ga))
+        << (*ie).name << " gradients differ by "
+        << (ge - ga).abs().max().item<double>();
+  }
+  EXPECT_GT(with_grad, 0);
+  auto be = expected.named_buffers();
+  auto ba = actual.named_buffers();
+  ASSERT_EQ(be.size(), ba.size());
+  auto ib = ba.begin();
+  for (auto ie = be.begin(); ie != be.end(); ++ie, ++ib) {
+    EXPECT_TRUE(torch::equal((*ie).value, (*ib).value))
+        << "buffer " << (*ie).name << " differs";
+  }
+}
+
+struct Case {
+  std::string family;
+  int granularity;
+};
+
+class EquivalenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EquivalenceTest, VLayersAreBitIdenticalToTheModule) {
+  const Case& c = GetParam();
+  zoo::ZooOptions o = Small(c.family);
+  auto expected = zoo::BuildZooModel(o);
+  auto actual = zoo::BuildZooModel(o);
+  auto data = zoo::MakeZooData(o);
+  ASSERT_TRUE(expected.ok() && actual.ok() && data.ok());
+
+  DecomposeOptions options;
+  options.granularity = c.granularity;
+  absl::StatusOr<std::unique_ptr<Decomposition>> d =
+      Decomposition::Create(*actual, options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_GE((*d)->num_vlayers(), 2) << "nothing to compare";
+  if (c.granularity > 0) {
+    EXPECT_LE((*d)->num_vlayers(), c.granularity);
+  }
+  const bool takes_targets = (*d)->forward_arguments().size() == 2;
+
+  torch::manual_seed(1234);
+  Reference ref = RunModule(*expected, *data, takes_targets);
+  torch::manual_seed(1234);
+  absl::StatusOr<VLayerStepResult> got = RunVLayerStep(
+      **d, *actual, data->inputs, data->targets, LossKind::kAuto);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectIdentical(*expected, *actual, ref, *got);
+
+  // Dropout was really on: another seed gives another loss.
+  if (c.family != "resnet" && c.family != "mlp") {
+    auto third = zoo::BuildZooModel(o);
+    torch::manual_seed(99);
+    Reference other = RunModule(*third, *data, takes_targets);
+    EXPECT_FALSE(torch::equal(other.loss, ref.loss));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, EquivalenceTest,
+    ::testing::Values(Case{"mlp", 0}, Case{"mlp", 3}, Case{"gpt", 0},
+                      Case{"gpt", 4}, Case{"gpt", 40}, Case{"bert", 0},
+                      Case{"bert", 12}, Case{"resnet", 0}, Case{"resnet", 6},
+                      Case{"resnet", 30}, Case{"vgg", 0}, Case{"vgg", 5}),
+    [](const auto& info) {
+      return info.param.family + "_g" + std::to_string(info.param.granularity);
+    });
+
+TEST(DecomposerTest, BlocksBecomeVLayersAndMasksGoStraightToConsumers) {
+  zoo::ZooOptions o = Small("bert");
+  o.depth = 4;
+  auto model = zoo::BuildZooModel(o);
+  ASSERT_TRUE(model.ok());
+  auto d = Decomposition::Create(*model, DecomposeOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  // Embeddings, 4 encoder layers, pooler/classifier: at least 6 vLayers,
+  // one per encoder layer with the layer's scope.
+  ASSERT_GE((*d)->num_vlayers(), 6);
+  int layers = 0;
+  bool skips = false;
+  for (const VLayerInfo& v : (*d)->vlayers()) {
+    if (v.scope.rfind("encoder.", 0) == 0) ++layers;
+    for (const ValueSource& s : v.inputs) {
+      if (s.producer >= 0 && s.producer < v.index - 1) skips = true;
+    }
+  }
+  EXPECT_EQ(layers, 4);
+  // The attention mask is made once and read by every layer directly.
+  EXPECT_TRUE(skips);
+}
+
+TEST(DecomposerTest, GptBlocksEachAVLayerAndDropoutMarked) {
+  zoo::ZooOptions o = Small("gpt");
+  o.depth = 6;
+  auto model = zoo::BuildZooModel(o);
+  auto d = Decomposition::Create(*model, DecomposeOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<std::string> scopes;
+  for (const VLayerInfo& v : (*d)->vlayers()) scopes.push_back(v.scope);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NE(std::find(scopes.begin(), scopes.end(), "h." + std::to_string(i)),
+              scopes.end())
+        << "no vLayer for block " << i;
+  }
+  for (const VLayerInfo& v : (*d)->vlayers()) {
+    if (v.scope.rfind("h.", 0) == 0) {
+      EXPECT_TRUE(v.uses_rng) << v.scope;
+      // One residual stream in, one out.
+      EXPECT_EQ(v.num_outputs(), 1) << v.scope;
+    }
+  }
+  // Cuts between blocks carry a single tensor (plus forward's targets).
+  for (int live : (*d)->live_tensors_at_cuts()) EXPECT_LE(live, 3);
+}
+
+TEST(DecomposerTest, BatchNormBlocksUpdateBuffers) {
+  auto model = zoo::BuildZooModel(Small("resnet"));
+  auto d = Decomposition::Create(*model, DecomposeOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  int updating = 0;
+  std::string scopes;
+  for (const VLayerInfo& v : (*d)->vlayers()) {
+    updating += v.updates_buffers;
+    scopes += v.scope + "(" + std::to_string(v.buffers.size()) + ") ";
+  }
+  EXPECT_GE(updating, 3) << scopes << "\n" << (*d)->GraphText(1);
+}
+
+TEST(DecomposerTest, DeterministicAndRecreatedFromCutPoints) {
+  auto model = zoo::BuildZooModel(Small("gpt"));
+  DecomposeOptions options;
+  options.granularity = 5;
+  auto a = Decomposition::Create(*model, options);
+  auto b = Decomposition::Create(*zoo::BuildZooModel(Small("gpt")), options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->cut_points(), (*b)->cut_points());
+  auto c = Decomposition::CreateWithCuts(*model, (*a)->cut_points());
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ((*c)->num_vlayers(), (*a)->num_vlayers());
+  for (int k = 0; k < (*a)->num_vlayers(); ++k) {
+    EXPECT_EQ((*c)->vlayers()[k].parameters, (*a)->vlayers()[k].parameters);
+    EXPECT_EQ((*c)->GraphText(k), (*a)->GraphText(k));
+  }
+}
+
+TEST(DecomposerTest, BadCutPointsAreRejected) {
+  auto model = zoo::BuildZooModel(Small("mlp"));
+  for (const std::vector<int>& cuts :
+       std::vector<std::vector<int>>{{}, {1}, {0, 0}, {0, 5, 3}, {0, 100000}}) {
+    auto d = Decomposition::CreateWithCuts(*model, cuts);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(DecomposerTest, ModelWithoutForwardIsExplained) {
+  torch::jit::Module m("__torch__.NoForward");
+  m.define(R"(
+def predict(self, x):
+    return x * 2
+)");
+  auto d = Decomposition::Create(m, DecomposeOptions{});
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("no forward method (methods: predict)"),
+            absl::string_view::npos)
+      << d.status();
+}
+
+TEST(DecomposerTest, AssigningToSelfIsExplained) {
+  torch::jit::Module m("__torch__.Counter");
+  m.register_buffer("count", torch::zeros({1}));
+  m.define(R"(
+def forward(self, x):
+    self.count = self.count + 1
+    return x * self.count
+)");
+  auto d = Decomposition::Create(m, DecomposeOptions{});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("assigns to self.count"),
+            absl::string_view::npos)
+      << d.status();
+}
+
+TEST(DecomposerTest, RunChecksArgumentCounts) {
+  auto model = zoo::BuildZooModel(Small("mlp"));
+  auto d = Decomposition::Create(*model, DecomposeOptions{});
+  ASSERT_TRUE(d.ok());
+  auto out = (*d)->Run(0, {}, {}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*d)->Run(99, {}, {}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harmony::common
