@@ -11,6 +11,7 @@
 #include <torch/script.h>
 
 #include "common/loss.h"
+#include "common/tensor_file.h"
 #include "common/vlayer_runner.h"
 #include "gtest/gtest.h"
 #include "zoo/zoo.h"
@@ -135,6 +136,47 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt", 4}, Case{"gpt", 40}, Case{"bert", 0},
                       Case{"bert", 12}, Case{"resnet", 0}, Case{"resnet", 6},
                       Case{"resnet", 30}, Case{"vgg", 0}, Case{"vgg", 5}),
+    [](const auto& info) {
+      return info.param.family + "_g" + std::to_string(info.param.granularity);
+    });
+
+// Models written in Python the way PyTorch users write them and saved with
+// torch.jit.script(model).save() (tests/testdata/make_python_models.py).
+class PythonModelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PythonModelTest, VLayersAreBitIdenticalToTheModule) {
+  const Case& c = GetParam();
+  const std::string path = "tests/testdata/" + c.family;
+  torch::jit::Module expected = torch::jit::load(path + ".pt");
+  torch::jit::Module actual = torch::jit::load(path + ".pt");
+  absl::StatusOr<TrainingData> data = LoadTrainingData(path + "_data.pt");
+  ASSERT_TRUE(data.ok()) << data.status();
+
+  DecomposeOptions options;
+  options.granularity = c.granularity;
+  auto d = Decomposition::Create(actual, options);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_GE((*d)->num_vlayers(), 3);
+  absl::StatusOr<bool> takes_targets = ForwardTakesTargets(
+      (*d)->forward_arguments(), data->inputs, data->targets);
+  ASSERT_TRUE(takes_targets.ok()) << takes_targets.status();
+
+  torch::manual_seed(77);
+  Reference ref = RunModule(expected, *data, *takes_targets);
+  torch::manual_seed(77);
+  auto got = RunVLayerStep(**d, actual, data->inputs, data->targets,
+                           LossKind::kAuto);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectIdentical(expected, actual, ref, *got);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Python, PythonModelTest,
+    ::testing::Values(Case{"torchvision_resnet", 0},
+                      Case{"torchvision_resnet", 8},
+                      Case{"torchvision_resnet", 40}, Case{"user_gpt", 0},
+                      Case{"user_gpt", 25}, Case{"user_bert", 0},
+                      Case{"user_bert", 10}),
     [](const auto& info) {
       return info.param.family + "_g" + std::to_string(info.param.granularity);
     });
