@@ -1,0 +1,73 @@
+// Memory accounting for virtual CPU devices (DESIGN.md §6): tensors "on" a
+// virtual device are ordinary CPU tensors whose bytes are counted against
+// the device's capacity. Every CPU tensor storage allocated on a thread
+// while a DeviceMemoryScope is active there is attributed to that scope's
+// DeviceMemory and freed from it when the storage dies, whichever thread
+// frees it. Going over the capacity throws c10::OutOfMemoryError (as a CUDA
+// allocation would) naming the device, what was running and the bytes.
+//
+// The accounting is done by an allocator installed as LibTorch's CPU
+// allocator (InstallDeviceMemoryAccounting); outside any scope it simply
+// forwards to the allocator it replaced. Allocations made by intra-op worker
+// threads (rare scratch buffers) are not counted.
+//
+// Thread-safety: DeviceMemory is thread-safe. A DeviceMemoryScope is
+// confined to the thread that made it and nests (the innermost wins).
+
+#ifndef HARMONY_COMMON_DEVICE_MEMORY_H_
+#define HARMONY_COMMON_DEVICE_MEMORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace harmony::common {
+
+class DeviceMemory {
+ public:
+  // `name` as people see it ("cpu:1"); `capacity` in bytes.
+  DeviceMemory(std::string name, uint64_t capacity);
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory();
+
+  const std::string& name() const;
+  uint64_t capacity() const;
+  uint64_t used() const;
+  // Highest `used` since construction or the last ResetPeak.
+  uint64_t peak() const;
+  void ResetPeak();
+
+  // Shared with the storages allocated under it, so it may be destroyed
+  // before them.
+  struct State;
+  const std::shared_ptr<State>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Attributes this thread's allocations to `memory` (borrowed; nullptr
+// stops counting) while alive. `activity` says what is running, for
+// out-of-memory messages ("vLayer 3 backward, microbatch 16").
+class DeviceMemoryScope {
+ public:
+  DeviceMemoryScope(DeviceMemory* memory, std::string activity = "");
+  DeviceMemoryScope(const DeviceMemoryScope&) = delete;
+  DeviceMemoryScope& operator=(const DeviceMemoryScope&) = delete;
+  ~DeviceMemoryScope();
+
+ private:
+  friend class AccountingAllocator;
+  DeviceMemory* memory_;
+  std::string activity_;
+  DeviceMemoryScope* previous_;
+};
+
+// Installs the accounting allocator in front of LibTorch's CPU allocator.
+// Idempotent and thread-safe; call before creating scopes.
+void InstallDeviceMemoryAccounting();
+
+}  // namespace harmony::common
+
+#endif  // HARMONY_COMMON_DEVICE_MEMORY_H_
