@@ -25,7 +25,8 @@ inline std::string TorchErrorMessage(const c10::Error& error) {
 }
 
 // Runs `fn`, turning a c10::Error or std::exception into `code` with
-// "<context>: <message>". For `fn` returning void, returns absl::Status;
+// "<context>: <message>" (an out-of-memory error is always
+// ResourceExhausted). For `fn` returning void, returns absl::Status;
 // otherwise absl::StatusOr of its result.
 template <typename Fn>
 auto CallTorch(absl::string_view context, Fn&& fn,
@@ -40,6 +41,9 @@ auto CallTorch(absl::string_view context, Fn&& fn,
     } else {
       return Out(std::forward<Fn>(fn)());
     }
+  } catch (const c10::OutOfMemoryError& e) {
+    return Out(absl::ResourceExhaustedError(
+        absl::StrCat(context, ": ", TorchErrorMessage(e))));
   } catch (const c10::Error& e) {
     return Out(absl::Status(code, absl::StrCat(context, ": ",
                                                TorchErrorMessage(e))));

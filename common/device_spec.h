@@ -1,0 +1,34 @@
+// The devices a command runs on, as given on its command line:
+//   "cpu:4x2GiB"  four virtual CPU devices of 2 GiB each;
+//   "cuda"        every local CUDA device; "cuda:2" the first two.
+//
+// Thread-safety: stateless functions.
+
+#ifndef HARMONY_COMMON_DEVICE_SPEC_H_
+#define HARMONY_COMMON_DEVICE_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace harmony::common {
+
+struct DeviceSpec {
+  enum class Kind { kCpu, kCuda };
+  Kind kind = Kind::kCpu;
+  // Number of devices; 0 with kCuda means all that are present.
+  int count = 0;
+  // Bytes per device (virtual CPU devices only).
+  uint64_t capacity = 0;
+
+  std::string ToString() const;
+};
+
+// InvalidArgument quoting the text when it is neither form.
+absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text);
+
+}  // namespace harmony::common
+
+#endif  // HARMONY_COMMON_DEVICE_SPEC_H_
