@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include <c10/core/Allocator.h>
@@ -62,14 +63,17 @@ DeviceMemoryScope::DeviceMemoryScope(DeviceMemory* memory, std::string activity)
 
 DeviceMemoryScope::~DeviceMemoryScope() { current_scope = previous_; }
 
-// Wraps the CPU allocator; see the header.
+// Wraps the CPU allocator; see the header. LibTorch's raw_allocate needs a
+// storage's context to be its data pointer, so the accounting of each
+// counted storage is kept in a table keyed by that pointer.
 class AccountingAllocator final : public c10::Allocator {
  public:
-  explicit AccountingAllocator(c10::Allocator* base) : base_(base) {}
+  explicit AccountingAllocator(c10::Allocator* base)
+      : base_(base), base_deleter_(base->raw_deleter()) {}
 
   c10::DataPtr allocate(size_t bytes) const override {
     DeviceMemoryScope* scope = current_scope;
-    if (scope == nullptr || scope->memory_ == nullptr) {
+    if (scope == nullptr || scope->memory_ == nullptr || base_deleter_ == nullptr) {
       return base_->allocate(bytes);
     }
     const std::shared_ptr<DeviceMemory::State>& state = scope->memory_->state();
@@ -82,46 +86,65 @@ class AccountingAllocator final : public c10::Allocator {
           FormatBytes(state->used.load()), " of ", FormatBytes(state->capacity),
           " in use");
     }
-    c10::DataPtr inner;
+    void* data = nullptr;
     try {
-      inner = base_->allocate(bytes);
+      data = base_->raw_allocate(bytes);
+      std::lock_guard<std::mutex> lock(mu_);
+      counted_.emplace(data, Entry{state, bytes});
     } catch (...) {
+      if (data != nullptr) base_deleter_(data);
       state->Release(bytes);
       throw;
     }
-    void* data = inner.get();
-    auto* context = new Context{std::move(inner), state, bytes};
-    return c10::DataPtr(data, context, &Delete,
-                        c10::Device(c10::DeviceType::CPU));
+    return c10::DataPtr(data, data, &Delete, c10::Device(c10::DeviceType::CPU));
   }
 
-  // Uncounted raw allocations go to the base allocator.
   c10::DeleterFnPtr raw_deleter() const override {
-    return base_->raw_deleter();
+    return base_deleter_ == nullptr ? nullptr : &Delete;
   }
+
+  static AccountingAllocator* instance;
 
  private:
-  struct Context {
-    c10::DataPtr inner;
+  struct Entry {
     std::shared_ptr<DeviceMemory::State> state;
     uint64_t bytes;
   };
-  static void Delete(void* p) {
-    auto* context = static_cast<Context*>(p);
-    context->state->Release(context->bytes);
-    delete context;  // Frees the storage through the base allocator.
+
+  // Frees a storage of this allocator (counted or not).
+  static void Delete(void* data) {
+    if (data == nullptr) return;
+    AccountingAllocator* self = instance;
+    std::shared_ptr<DeviceMemory::State> state;
+    uint64_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      auto it = self->counted_.find(data);
+      if (it != self->counted_.end()) {
+        state = std::move(it->second.state);
+        bytes = it->second.bytes;
+        self->counted_.erase(it);
+      }
+    }
+    self->base_deleter_(data);
+    if (state) state->Release(bytes);
   }
 
   c10::Allocator* base_;
+  c10::DeleterFnPtr base_deleter_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<void*, Entry> counted_;  // Guarded by mu_.
 };
+
+AccountingAllocator* AccountingAllocator::instance = nullptr;
 
 void InstallDeviceMemoryAccounting() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Lives for the process, as LibTorch's allocator registry expects.
-    static AccountingAllocator* allocator =
+    AccountingAllocator::instance =
         new AccountingAllocator(c10::GetCPUAllocator());
-    c10::SetCPUAllocator(allocator, /*priority=*/100);
+    c10::SetCPUAllocator(AccountingAllocator::instance, /*priority=*/100);
   });
 }
 

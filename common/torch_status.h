@@ -19,9 +19,35 @@
 
 namespace harmony::common {
 
-// The message of a LibTorch error without its C++ backtrace.
+// Drops the TorchScript traceback from an error raised inside the
+// interpreter: its last line ("RuntimeError: ...") says what went wrong.
+inline std::string TrimScriptTraceback(std::string message) {
+  if (message.find("The following operation failed in the TorchScript "
+                   "interpreter") == std::string::npos) {
+    return message;
+  }
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+    message.pop_back();
+  }
+  const size_t line = message.rfind('\n');
+  std::string last =
+      line == std::string::npos ? message : message.substr(line + 1);
+  const size_t colon = last.find("Error: ");
+  if (colon != std::string::npos && colon < 40) last = last.substr(colon + 7);
+  return last;
+}
+
+// The message of a LibTorch error without its C++ backtrace or script
+// traceback.
 inline std::string TorchErrorMessage(const c10::Error& error) {
-  return error.what_without_backtrace();
+  return TrimScriptTraceback(error.what_without_backtrace());
+}
+
+// Device out-of-memory errors say this (DeviceMemory, and CUDA's "CUDA out
+// of memory"); the interpreter re-throws them as plain errors.
+inline bool IsOutOfMemoryMessage(const std::string& message) {
+  return message.find("out of memory on device") != std::string::npos ||
+         message.find("CUDA out of memory") != std::string::npos;
 }
 
 // Runs `fn`, turning a c10::Error or std::exception into `code` with
@@ -45,10 +71,17 @@ auto CallTorch(absl::string_view context, Fn&& fn,
     return Out(absl::ResourceExhaustedError(
         absl::StrCat(context, ": ", TorchErrorMessage(e))));
   } catch (const c10::Error& e) {
-    return Out(absl::Status(code, absl::StrCat(context, ": ",
-                                               TorchErrorMessage(e))));
+    const std::string message = TorchErrorMessage(e);
+    return Out(absl::Status(IsOutOfMemoryMessage(message)
+                                ? absl::StatusCode::kResourceExhausted
+                                : code,
+                            absl::StrCat(context, ": ", message)));
   } catch (const std::exception& e) {
-    return Out(absl::Status(code, absl::StrCat(context, ": ", e.what())));
+    const std::string message = TrimScriptTraceback(e.what());
+    return Out(absl::Status(IsOutOfMemoryMessage(message)
+                                ? absl::StatusCode::kResourceExhausted
+                                : code,
+                            absl::StrCat(context, ": ", message)));
   }
 }
 

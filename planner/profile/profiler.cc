@@ -1,0 +1,735 @@
+#include "planner/profile/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/decomposer.h"
+#include "common/device_memory.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+#include "common/units.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace harmony::planner {
+namespace {
+
+using common::Decomposition;
+using common::DeviceMemory;
+using common::DeviceMemoryScope;
+using common::TrainingData;
+using common::VLayerInfo;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+proto::DType ToDType(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return proto::FLOAT32;
+    case c10::kDouble: return proto::FLOAT64;
+    case c10::kHalf: return proto::FLOAT16;
+    case c10::kBFloat16: return proto::BFLOAT16;
+    case c10::kLong: return proto::INT64;
+    case c10::kInt: return proto::INT32;
+    case c10::kChar: return proto::INT8;
+    case c10::kByte: return proto::UINT8;
+    case c10::kBool: return proto::BOOL;
+    default: return proto::DTYPE_UNSPECIFIED;
+  }
+}
+
+void SetMeta(proto::TensorMeta* meta, const std::string& name,
+             const c10::IValue& value, int64_t batch) {
+  meta->set_name(name);
+  if (!value.isTensor()) {
+    meta->set_dtype(proto::DTYPE_UNSPECIFIED);
+    return;
+  }
+  const at::Tensor& t = value.toTensor();
+  for (int64_t d : t.sizes()) meta->add_shape(d);
+  meta->set_dtype(ToDType(t.scalar_type()));
+  meta->set_batched(t.dim() > 0 && t.size(0) == batch);
+  meta->set_bytes(t.nbytes());
+}
+
+// Rows [0, u) of every tensor, repeating the sample as needed.
+std::vector<at::Tensor> Rows(const std::vector<at::Tensor>& tensors, int64_t u) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : tensors) {
+    out.push_back(t.index_select(0, at::arange(u) % t.size(0)));
+  }
+  return out;
+}
+
+at::Tensor OnDevice(const at::Tensor& t, bool requires_grad) {
+  at::Tensor copy = t.detach().clone();
+  if (requires_grad && at::isFloatingType(copy.scalar_type())) {
+    copy.requires_grad_(true);
+  }
+  return copy;
+}
+
+struct Measurement {
+  bool fits = false;
+  double time_s = 0;
+  uint64_t peak = 0;
+  std::string error;  // Why it did not fit.
+};
+
+// Everything needed to run vLayers at one microbatch size.
+struct Context {
+  const Decomposition* d = nullptr;
+  std::vector<std::vector<at::Tensor>> params, buffers;
+  std::vector<c10::IValue> model_args;
+  std::vector<at::Tensor> targets;
+  bool takes_targets = false;
+  common::LossKind loss = common::LossKind::kAuto;
+  std::vector<std::vector<c10::IValue>> outputs;  // Of the forward chain.
+  uint64_t capacity = 0;
+
+  std::vector<c10::IValue> InputsOf(int k) const {
+    std::vector<c10::IValue> in;
+    for (const common::ValueSource& s : d->vlayers()[k].inputs) {
+      in.push_back(s.producer < 0 ? model_args.at(s.index)
+                                  : outputs[s.producer].at(s.index));
+    }
+    return in;
+  }
+};
+
+// One run of vLayer k's forward (or recompute + backward) with its weights
+// and inputs copied onto a fresh device of the given capacity.
+absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
+                                    int64_t u) {
+  DeviceMemory memory("cpu:0", c.capacity);
+  Measurement m;
+  double elapsed = 0;
+  absl::Status status = common::CallTorch("", [&] {
+    DeviceMemoryScope scope(
+        &memory, absl::StrCat("vLayer ", k, backward ? " backward" : " forward",
+                              ", microbatch ", u));
+    std::vector<at::Tensor> params, buffers;
+    for (const at::Tensor& p : c.params[k]) {
+      params.push_back(OnDevice(p, backward && p.requires_grad()));
+    }
+    for (const at::Tensor& b : c.buffers[k]) buffers.push_back(OnDevice(b, false));
+    std::vector<c10::IValue> inputs = c.InputsOf(k);
+    for (c10::IValue& v : inputs) {
+      if (v.isTensor()) v = OnDevice(v.toTensor(), backward);
+    }
+    std::vector<at::Tensor> targets;
+    for (const at::Tensor& t : c.targets) targets.push_back(OnDevice(t, false));
+    c10::AutoGradMode grad_mode(backward);
+    const double start = Now();
+    absl::StatusOr<std::vector<c10::IValue>> out =
+        c.d->Run(k, params, buffers, inputs);
+    if (!out.ok()) {
+      if (absl::IsResourceExhausted(out.status())) {
+        throw c10::OutOfMemoryError({__func__, __FILE__, __LINE__},
+                                    std::string(out.status().message()));
+      }
+      throw std::runtime_error(std::string(out.status().message()));
+    }
+    if (backward) {
+      std::vector<at::Tensor> roots, grads;
+      if (k == c.d->num_vlayers() - 1) {
+        absl::StatusOr<at::Tensor> loss = common::LossFromOutput(
+            out->at(0).toTensor(), targets, c.takes_targets, c.loss);
+        if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
+        roots.push_back(*loss);
+        grads.push_back(at::ones_like(*loss));
+      } else {
+        for (const c10::IValue& v : *out) {
+          if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
+          roots.push_back(v.toTensor());
+          grads.push_back(at::ones_like(v.toTensor()));
+        }
+      }
+      if (!roots.empty()) torch::autograd::backward(roots, grads);
+    }
+    elapsed = Now() - start;
+  });
+  if (absl::IsResourceExhausted(status)) {
+    m.fits = false;
+    m.peak = memory.peak();
+    m.error = std::string(status.message());
+    return m;
+  }
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vLayer ", k, backward ? " backward" : " forward", " at microbatch ",
+        u, " failed", status.message()));
+  }
+  m.fits = true;
+  m.time_s = elapsed;
+  m.peak = memory.peak();
+  return m;
+}
+
+// Median of `repeats` runs after a warm-up (repeats 0: one run, memory
+// only).
+absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
+                                    int64_t u, int repeats) {
+  HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u));
+  if (!first.fits || repeats == 0) return first;
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u));
+    times.push_back(m.time_s);
+    first.peak = std::max(first.peak, m.peak);
+  }
+  first.time_s = Median(times);
+  return first;
+}
+
+absl::StatusOr<std::vector<at::Tensor>> Gather(const torch::jit::Module& model,
+                                               const std::vector<std::string>& names) {
+  std::vector<at::Tensor> out;
+  for (const std::string& n : names) {
+    HARMONY_ASSIGN_OR_RETURN(at::Tensor t, common::ResolveTensor(model, n));
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::string DescribeSample(const TrainingData& s) {
+  std::vector<std::string> parts;
+  for (const at::Tensor& t : s.inputs) parts.push_back(common::DescribeTensor(t));
+  std::string text = absl::StrCat(s.inputs.size(), " input(s) [",
+                                  absl::StrJoin(parts, ", "), "]");
+  parts.clear();
+  for (const at::Tensor& t : s.targets) parts.push_back(common::DescribeTensor(t));
+  return absl::StrCat(text, " and ", s.targets.size(), " target(s) [",
+                      absl::StrJoin(parts, ", "), "]");
+}
+
+// The forward chain at microbatch u (no autograd, host memory): fills
+// c.outputs, c.model_args and c.targets.
+absl::Status RunChain(Context& c, const TrainingData& sample, int64_t u) {
+  std::vector<at::Tensor> inputs = Rows(sample.inputs, u);
+  c.targets = Rows(sample.targets, u);
+  c.model_args.assign(inputs.begin(), inputs.end());
+  if (c.takes_targets) c.model_args.insert(c.model_args.end(), c.targets.begin(), c.targets.end());
+  c.outputs.assign(c.d->num_vlayers(), {});
+  c10::NoGradGuard no_grad;
+  for (int k = 0; k < c.d->num_vlayers(); ++k) {
+    absl::StatusOr<std::vector<c10::IValue>> out =
+        c.d->Run(k, c.params[k], c.buffers[k], c.InputsOf(k));
+    if (!out.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "forward(", absl::StrJoin(c.d->forward_arguments(), ", "),
+          ") failed on the sample input (", DescribeSample(sample), "): ",
+          out.status().message()));
+    }
+    c.outputs[k] = *std::move(out);
+  }
+  return absl::OkStatus();
+}
+
+double OptimizerStateFactor(const std::string& optimizer) {
+  return optimizer == "sgd" ? 1.0 : 2.0;
+}
+
+absl::StatusOr<double> UpdateTime(const std::vector<at::Tensor>& params,
+                                  const std::string& optimizer, int repeats) {
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& p : params) {
+    if (!at::isFloatingType(p.scalar_type())) continue;
+    at::Tensor c = p.detach().clone().requires_grad_(true);
+    c.mutable_grad() = at::randn_like(c);
+    copies.push_back(c);
+  }
+  if (copies.empty()) return 0.0;
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (optimizer == "adam") {
+    opt = std::make_unique<torch::optim::Adam>(copies, torch::optim::AdamOptions(1e-3));
+  } else if (optimizer == "adamw") {
+    opt = std::make_unique<torch::optim::AdamW>(copies, torch::optim::AdamWOptions(1e-3));
+  } else {
+    opt = std::make_unique<torch::optim::SGD>(
+        copies, torch::optim::SGDOptions(1e-3).momentum(0.9));
+  }
+  std::vector<double> times;
+  return common::CallTorch("timing the optimizer", [&] {
+    opt->step();  // Warm-up; creates the state.
+    for (int r = 0; r < std::max(repeats, 1); ++r) {
+      const double start = Now();
+      opt->step();
+      times.push_back(Now() - start);
+    }
+    return Median(times);
+  });
+}
+
+// Host<->device copy bandwidths of virtual CPU devices (real copies).
+absl::StatusOr<proto::Bandwidths> MeasureBandwidths(const common::DeviceSpec& spec,
+                                                    int repeats) {
+  const int64_t elements =
+      static_cast<int64_t>(std::min<uint64_t>(64ull << 20, spec.capacity / 4) / 4);
+  proto::Bandwidths bw;
+  if (elements < 1024) return bw;
+  const double bytes = static_cast<double>(elements) * 4;
+  return common::CallTorch("measuring copy bandwidth", [&] {
+    std::vector<std::unique_ptr<DeviceMemory>> devices;
+    std::vector<at::Tensor> host, device;
+    for (int i = 0; i < std::max(spec.count, 1); ++i) {
+      devices.push_back(std::make_unique<DeviceMemory>(absl::StrCat("cpu:", i),
+                                                       spec.capacity));
+      host.push_back(at::rand({elements}));
+      DeviceMemoryScope scope(devices.back().get());
+      device.push_back(at::empty({elements}));
+    }
+    auto time = [&](const std::function<void()>& fn) {
+      fn();
+      std::vector<double> t;
+      for (int r = 0; r < std::max(repeats, 1); ++r) {
+        const double start = Now();
+        fn();
+        t.push_back(Now() - start);
+      }
+      return Median(t);
+    };
+    bw.set_host_to_device_bytes_per_s(bytes / time([&] { device[0].copy_(host[0]); }));
+    bw.set_device_to_host_bytes_per_s(bytes / time([&] { host[0].copy_(device[0]); }));
+    const size_t n = device.size();
+    const double all = time([&] {
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] { device[i].copy_(host[i]); });
+      }
+      for (std::thread& t : threads) t.join();
+    });
+    bw.set_host_link_all_devices_bytes_per_s(bytes * n / all);
+    if (n > 1) {
+      bw.set_peer_bytes_per_s(bytes / time([&] { device[1].copy_(device[0]); }));
+    }
+    return bw;
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
+                                                const TrainingData& sample,
+                                                const ProfilerOptions& options) {
+  if (options.devices.kind == common::DeviceSpec::Kind::kCuda) {
+    return absl::FailedPreconditionError(
+        "profiling on CUDA devices is not built yet; use --devices "
+        "cpu:NxSIZE (virtual CPU devices)");
+  }
+  if (options.devices.capacity == 0 || options.devices.count < 1) {
+    return absl::InvalidArgumentError("devices need a count and a size");
+  }
+  if (options.optimizer != "sgd" && options.optimizer != "adam" &&
+      options.optimizer != "adamw") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown optimizer \"", options.optimizer, "\" (expected sgd, adam or adamw)"));
+  }
+  if (sample.inputs.empty()) {
+    return absl::InvalidArgumentError("the sample input holds no tensors");
+  }
+  common::InstallDeviceMemoryAccounting();
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+
+  HARMONY_ASSIGN_OR_RETURN(std::string bytes, common::ReadFileToString(model_path));
+  HARMONY_ASSIGN_OR_RETURN(
+      torch::jit::Module model,
+      common::CallTorch(
+          absl::StrCat(model_path,
+                       ": not a TorchScript model (save one with "
+                       "torch.jit.script(model).save(path))"),
+          [&] {
+            std::istringstream in(bytes);
+            return torch::jit::load(in);
+          }));
+  model.train(true);
+  common::DecomposeOptions decompose;
+  decompose.granularity = options.granularity;
+  HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<Decomposition> d,
+                           Decomposition::Create(model, decompose));
+  Context c;
+  c.d = d.get();
+  c.loss = options.loss;
+  c.capacity = options.devices.capacity;
+  HARMONY_ASSIGN_OR_RETURN(
+      c.takes_targets, common::ForwardTakesTargets(d->forward_arguments(),
+                                                   sample.inputs, sample.targets));
+  const int n = d->num_vlayers();
+  c.params.resize(n);
+  c.buffers.resize(n);
+  for (int k = 0; k < n; ++k) {
+    HARMONY_ASSIGN_OR_RETURN(c.params[k], Gather(model, d->vlayers()[k].parameters));
+    HARMONY_ASSIGN_OR_RETURN(c.buffers[k], Gather(model, d->vlayers()[k].buffers));
+  }
+
+  proto::ProfileFile file;
+  file.set_schema_version(kProfileSchemaVersion);
+  file.set_created_by("harmony-plan profile");
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+  file.mutable_created_at()->set_seconds(now_ns / 1000000000);
+  file.mutable_created_at()->set_nanos(static_cast<int32_t>(now_ns % 1000000000));
+  proto::ModelIdentity* identity = file.mutable_model();
+  identity->set_sha256(common::Sha256Hex(bytes));
+  identity->set_file_name(model_path.substr(model_path.find_last_of('/') + 1));
+  identity->set_file_bytes(bytes.size());
+  identity->set_loss(c.takes_targets ? proto::LOSS_FROM_MODEL
+                     : options.loss == common::LossKind::kMse ? proto::MSE
+                     : options.loss == common::LossKind::kCrossEntropy
+                         ? proto::CROSS_ENTROPY
+                         : proto::LOSS_UNSPECIFIED);
+  for (size_t i = 0; i < sample.inputs.size(); ++i) {
+    SetMeta(identity->add_sample_inputs(), d->forward_arguments().at(i),
+            sample.inputs[i], sample.size());
+  }
+  for (size_t i = 0; i < sample.targets.size(); ++i) {
+    SetMeta(identity->add_sample_targets(), absl::StrCat("targets", i),
+            sample.targets[i], sample.size());
+  }
+  proto::Decomposition* dec = identity->mutable_decomposition();
+  dec->set_granularity(options.granularity);
+  dec->set_vlayer_count(n);
+  for (int cut : d->cut_points()) dec->add_cut_points(cut);
+  bool batch_statistics = false;
+  for (const VLayerInfo& v : d->vlayers()) {
+    proto::VLayer* pv = dec->add_vlayers();
+    pv->set_index(v.index);
+    pv->set_scope(v.scope);
+    pv->set_node_begin(v.node_begin);
+    pv->set_node_end(v.node_end);
+    for (const std::string& p : v.parameters) pv->add_parameters(p);
+    for (const std::string& b : v.buffers) pv->add_buffers(b);
+    for (const common::ValueSource& s : v.inputs) {
+      proto::TensorRef* ref = pv->add_inputs();
+      ref->set_producer(s.producer);
+      ref->set_index(s.index);
+    }
+    pv->set_num_outputs(v.num_outputs());
+    pv->set_uses_rng(v.uses_rng);
+    pv->set_updates_buffers(v.updates_buffers);
+    batch_statistics = batch_statistics || v.updates_buffers;
+  }
+  identity->set_has_batch_statistics(batch_statistics);
+
+  proto::Profile* profile = file.mutable_profile();
+  profile->set_device_kind("cpu");
+  profile->set_device_name("virtual CPU device");
+  profile->set_device_memory_bytes(options.devices.capacity);
+  profile->set_num_devices(options.devices.count);
+  profile->set_optimizer(options.optimizer);
+  profile->set_repeats(options.repeats);
+  for (int k = 0; k < n; ++k) {
+    proto::VLayerProfile* v = profile->add_vlayers();
+    v->set_vlayer(k);
+    uint64_t param_bytes = 0, grad_bytes = 0, buffer_bytes = 0;
+    for (const at::Tensor& p : c.params[k]) {
+      param_bytes += p.nbytes();
+      if (at::isFloatingType(p.scalar_type())) grad_bytes += p.nbytes();
+    }
+    for (const at::Tensor& b : c.buffers[k]) buffer_bytes += b.nbytes();
+    v->set_parameter_bytes(param_bytes);
+    v->set_buffer_bytes(buffer_bytes);
+    v->set_gradient_bytes(grad_bytes);
+    v->set_optimizer_state_bytes(static_cast<uint64_t>(
+        grad_bytes * OptimizerStateFactor(options.optimizer)));
+    HARMONY_ASSIGN_OR_RETURN(double update,
+                             UpdateTime(c.params[k], options.optimizer, options.repeats));
+    v->set_update_time_s(update);
+  }
+
+  // Profiles every vLayer at u; returns whether all forwards / backwards fit.
+  auto profile_size = [&](int64_t u, bool* fwd_fit, bool* bwd_fit) -> absl::Status {
+    HARMONY_RETURN_IF_ERROR(RunChain(c, sample, u));
+    *fwd_fit = true;
+    *bwd_fit = true;
+    std::vector<proto::MicrobatchProfile> rows(n);
+    for (int k = 0; k < n; ++k) {
+      say(absl::StrCat("profiling vLayer ", k + 1, "/", n, ", microbatch ", u));
+      proto::MicrobatchProfile& row = rows[k];
+      row.set_size(static_cast<uint32_t>(u));
+      HARMONY_ASSIGN_OR_RETURN(Measurement f, Measure(c, k, false, u, options.repeats));
+      row.set_forward_fits(f.fits);
+      row.set_forward_time_s(f.time_s);
+      row.set_forward_peak_bytes(f.peak);
+      *fwd_fit = *fwd_fit && f.fits;
+      Measurement b;
+      if (f.fits) {
+        HARMONY_ASSIGN_OR_RETURN(b, Measure(c, k, true, u, options.repeats));
+      }
+      row.set_backward_fits(b.fits);
+      row.set_backward_time_s(b.time_s);
+      row.set_backward_peak_bytes(b.peak);
+      *bwd_fit = *bwd_fit && b.fits;
+      std::vector<c10::IValue> in = c.InputsOf(k);
+      for (size_t i = 0; i < in.size(); ++i) {
+        SetMeta(row.add_inputs(), absl::StrCat("in", i), in[i], u);
+      }
+      for (size_t o = 0; o < c.outputs[k].size(); ++o) {
+        SetMeta(row.add_outputs(), absl::StrCat("out", o), c.outputs[k][o], u);
+      }
+    }
+    for (int k = 0; k < n; ++k) {
+      *profile->mutable_vlayers(k)->add_by_microbatch() = rows[k];
+    }
+    return absl::OkStatus();
+  };
+  // Whether every vLayer's forward (or backward) fits at u; memory only.
+  auto fits = [&](int64_t u, bool backward) -> absl::StatusOr<bool> {
+    HARMONY_RETURN_IF_ERROR(RunChain(c, sample, u));
+    for (int k = 0; k < n; ++k) {
+      say(absl::StrCat("probing microbatch ", u, " (vLayer ", k + 1, "/", n, ")"));
+      HARMONY_ASSIGN_OR_RETURN(Measurement m, Measure(c, k, backward, u, 0));
+      if (!m.fits) return false;
+    }
+    return true;
+  };
+
+  int64_t fwd_max = 0, bwd_max = 0, fwd_fail = 0, bwd_fail = 0;
+  std::vector<int64_t> profiled;
+  for (int64_t u = 1; u <= options.max_microbatch; u *= 2) {
+    bool f = false, b = false;
+    HARMONY_RETURN_IF_ERROR(profile_size(u, &f, &b));
+    profiled.push_back(u);
+    if (f) fwd_max = u; else if (!fwd_fail) fwd_fail = u;
+    if (b) bwd_max = u; else if (!bwd_fail) bwd_fail = u;
+    if (!f) break;
+  }
+  if (bwd_max == 0) {
+    uint64_t peak = 0;
+    for (const auto& v : profile->vlayers()) {
+      peak = std::max(peak, v.by_microbatch(0).backward_peak_bytes());
+    }
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "even a microbatch of 1 does not fit: a vLayer's backward needs more "
+        "than the ", common::FormatBytes(options.devices.capacity),
+        " of a device (reached ", common::FormatBytes(peak),
+        "); give more device memory or a finer --granularity"));
+  }
+  // The largest size that fits, between the last power of two that fit and
+  // the first that did not (binary search on memory alone).
+  auto largest = [&](int64_t lo, int64_t hi, bool backward) -> absl::StatusOr<int64_t> {
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      HARMONY_ASSIGN_OR_RETURN(bool ok, fits(mid, backward));
+      (ok ? lo : hi) = mid;
+    }
+    return lo;
+  };
+  std::vector<int64_t> extra;
+  if (bwd_fail) {
+    HARMONY_ASSIGN_OR_RETURN(int64_t b, largest(bwd_max, bwd_fail, true));
+    bwd_max = b;
+    extra.push_back(b);
+  }
+  if (fwd_fail) {
+    HARMONY_ASSIGN_OR_RETURN(int64_t f, largest(fwd_max, fwd_fail, false));
+    fwd_max = f;
+    extra.push_back(f);
+  }
+  std::sort(extra.begin(), extra.end());
+  for (int64_t u : extra) {
+    if (std::find(profiled.begin(), profiled.end(), u) != profiled.end()) continue;
+    bool f = false, b = false;
+    HARMONY_RETURN_IF_ERROR(profile_size(u, &f, &b));
+    profiled.push_back(u);
+  }
+  // Rows in increasing size.
+  for (int k = 0; k < n; ++k) {
+    auto* rows = profile->mutable_vlayers(k)->mutable_by_microbatch();
+    std::sort(rows->begin(), rows->end(),
+              [](const proto::MicrobatchProfile& a, const proto::MicrobatchProfile& b) {
+                return a.size() < b.size();
+              });
+  }
+  profile->set_max_forward_microbatch(static_cast<uint32_t>(fwd_max));
+  profile->set_max_backward_microbatch(static_cast<uint32_t>(bwd_max));
+  say("measuring copy bandwidth");
+  HARMONY_ASSIGN_OR_RETURN(*profile->mutable_bandwidths(),
+                           MeasureBandwidths(options.devices, options.repeats));
+  return file;
+}
+
+absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& base,
+                                                     int block, int block_count,
+                                                     int num_blocks,
+                                                     double width_scale) {
+  const int n = base.profile().vlayers_size();
+  if (block < 0 || block_count < 1 || block + block_count > n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the block vLayers [", block, ", ", block + block_count,
+        ") are not within the profile's ", n, " vLayers"));
+  }
+  if (num_blocks < 1 || !(width_scale > 0)) {
+    return absl::InvalidArgumentError(
+        "the block count and the width scale must be positive");
+  }
+  const double s = width_scale;
+  auto scale_meta = [&](proto::TensorMeta* m, double f) {
+    m->set_bytes(static_cast<uint64_t>(m->bytes() * f));
+    if (m->shape_size() > 0 && f != 1.0) {
+      m->set_shape(m->shape_size() - 1,
+                   static_cast<int64_t>(std::llround(m->shape(m->shape_size() - 1) * f)));
+    }
+  };
+  // Weights and compute by `w`, activations by `a`.
+  auto scaled = [&](const proto::VLayerProfile& in, double w, double a) {
+    proto::VLayerProfile v = in;
+    v.set_parameter_bytes(static_cast<uint64_t>(in.parameter_bytes() * w));
+    v.set_gradient_bytes(static_cast<uint64_t>(in.gradient_bytes() * w));
+    v.set_optimizer_state_bytes(static_cast<uint64_t>(in.optimizer_state_bytes() * w));
+    v.set_buffer_bytes(static_cast<uint64_t>(in.buffer_bytes() * a));
+    v.set_update_time_s(in.update_time_s() * w);
+    for (proto::MicrobatchProfile& m : *v.mutable_by_microbatch()) {
+      m.set_forward_time_s(m.forward_time_s() * w);
+      m.set_backward_time_s(m.backward_time_s() * w);
+      // Peaks: weights (and, in backward, their gradients) scale with the
+      // weights, the rest with the activations.
+      auto peak = [&](uint64_t p, double weights) {
+        const double rest = std::max(0.0, static_cast<double>(p) - weights);
+        return static_cast<uint64_t>(weights * w + rest * a);
+      };
+      m.set_forward_peak_bytes(peak(m.forward_peak_bytes(), in.parameter_bytes()));
+      m.set_backward_peak_bytes(peak(m.backward_peak_bytes(),
+                                     in.parameter_bytes() + in.gradient_bytes()));
+      for (auto& t : *m.mutable_inputs()) scale_meta(&t, a);
+      for (auto& t : *m.mutable_outputs()) scale_meta(&t, a);
+    }
+    return v;
+  };
+  proto::ProfileFile out = base;
+  proto::Profile* p = out.mutable_profile();
+  p->clear_vlayers();
+  p->set_synthesized(true);
+  std::vector<proto::VLayerProfile> layers;
+  for (int k = 0; k < block; ++k) layers.push_back(scaled(base.profile().vlayers(k), s, s));
+  for (int r = 0; r < num_blocks; ++r) {
+    layers.push_back(scaled(base.profile().vlayers(block), s * s, s));
+  }
+  for (int k = block + block_count; k < n; ++k) {
+    layers.push_back(scaled(base.profile().vlayers(k), s, s));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    layers[i].set_vlayer(static_cast<uint32_t>(i));
+    *p->add_vlayers() = layers[i];
+  }
+  // A synthesized model has no file and cannot be executed, only planned.
+  proto::ModelIdentity* model = out.mutable_model();
+  model->set_sha256("");
+  model->set_file_bytes(0);
+  model->set_file_name(absl::StrCat(base.model().file_name(), " (synthesized: ",
+                                    num_blocks, " blocks, width x", s, ")"));
+  proto::Decomposition* dec = model->mutable_decomposition();
+  dec->clear_cut_points();
+  dec->clear_vlayers();
+  dec->set_vlayer_count(static_cast<uint32_t>(layers.size()));
+  return out;
+}
+
+absl::Status WriteProfileFile(const std::string& path, const proto::ProfileFile& profile) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  auto status = google::protobuf::util::MessageToJsonString(profile, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("writing ", path, ": ",
+                                            status.message().as_string()));
+  }
+  return common::WriteFileAtomically(path, json);
+}
+
+absl::StatusOr<proto::ProfileFile> ReadProfileFile(const std::string& path) {
+  HARMONY_ASSIGN_OR_RETURN(std::string json, common::ReadFileToString(path));
+  proto::ProfileFile profile;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &profile);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a Harmony profile: ", status.message().as_string()));
+  }
+  if (profile.schema_version() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a Harmony profile: schema_version is missing"));
+  }
+  if (profile.schema_version() > kProfileSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": profile schema version ", profile.schema_version(),
+        " is newer than this build supports (", kProfileSchemaVersion, ")"));
+  }
+  return profile;
+}
+
+std::string ProfileSummary(const proto::ProfileFile& file) {
+  const proto::Profile& p = file.profile();
+  std::string out = absl::StrFormat(
+      "%-6s %-24s %10s %10s %10s %10s %10s %10s %10s\n", "vLayer", "scope",
+      "params", "act in", "act out", "fwd ms", "bwd ms", "fwd peak", "bwd peak");
+  const auto& vlayers = file.model().decomposition().vlayers();
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    // The largest size whose backward fits (else the largest profiled).
+    const proto::MicrobatchProfile* row = nullptr;
+    for (const auto& m : v.by_microbatch()) {
+      if (m.backward_fits()) row = &m;
+    }
+    if (row == nullptr && v.by_microbatch_size() > 0) row = &v.by_microbatch(0);
+    uint64_t in = 0, act_out = 0;
+    if (row != nullptr) {
+      for (const auto& t : row->inputs()) in += t.bytes();
+      for (const auto& t : row->outputs()) act_out += t.bytes();
+    }
+    std::string scope = static_cast<int>(v.vlayer()) < vlayers.size()
+                            ? vlayers[v.vlayer()].scope()
+                            : "";
+    if (scope.empty()) scope = "-";
+    absl::StrAppendFormat(
+        &out, "%-6d %-24s %10s %10s %10s %10.3f %10.3f %10s %10s\n", v.vlayer(),
+        scope.substr(0, 24), common::FormatBytes(v.parameter_bytes()),
+        common::FormatBytes(in), common::FormatBytes(act_out),
+        row ? row->forward_time_s() * 1e3 : 0.0,
+        row ? row->backward_time_s() * 1e3 : 0.0,
+        common::FormatBytes(row ? row->forward_peak_bytes() : 0),
+        common::FormatBytes(row ? row->backward_peak_bytes() : 0));
+  }
+  absl::StrAppendFormat(
+      &out,
+      "microbatch sizes: forward up to %d, backward up to %d (of %s per "
+      "device); times and peaks above at the largest backward size\n",
+      p.max_forward_microbatch(), p.max_backward_microbatch(),
+      common::FormatBytes(p.device_memory_bytes()));
+  const proto::Bandwidths& bw = p.bandwidths();
+  absl::StrAppendFormat(
+      &out,
+      "copy bandwidth (%s): host->device %s, device->host %s, all %d devices "
+      "at once %s, device->device %s\n",
+      p.device_name(), common::FormatBandwidth(bw.host_to_device_bytes_per_s()),
+      common::FormatBandwidth(bw.device_to_host_bytes_per_s()), p.num_devices(),
+      common::FormatBandwidth(bw.host_link_all_devices_bytes_per_s()),
+      common::FormatBandwidth(bw.peer_bytes_per_s()));
+  return out;
+}
+
+}  // namespace harmony::planner

@@ -1,0 +1,85 @@
+// The profiler (harmony-plan profile): measures what the schedule search
+// needs, per vLayer and per microbatch size u, on the devices given.
+// DESIGN.md §5.
+//
+// For each u (powers of two up to the largest that fits, plus that largest,
+// found by probing against the device memory) and each vLayer it measures:
+// forward time, backward time including the recompute, peak device memory of
+// each (counted by the accounting allocator, with the vLayer's weights and
+// inputs copied onto the device), and the shapes and bytes of live-ins and
+// live-outs. Per vLayer: parameter, buffer, gradient and optimizer-state
+// bytes and the CPU optimizer's time. Per device set: host->device,
+// device->host, all-devices-at-once and device-to-device bandwidth. Times
+// are medians of `repeats` runs after a warm-up.
+//
+// Thread-safety: a Profile call is confined to its thread; it uses
+// LibTorch's global CPU generator and installs the accounting allocator.
+
+#ifndef HARMONY_PLANNER_PROFILE_PROFILER_H_
+#define HARMONY_PLANNER_PROFILE_PROFILER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/device_spec.h"
+#include "common/loss.h"
+#include "common/tensor_file.h"
+#include "proto/plan.pb.h"
+
+namespace harmony::planner {
+
+inline constexpr uint32_t kProfileSchemaVersion = 1;
+
+struct ProfilerOptions {
+  common::DeviceSpec devices;
+  // vLayer granularity (see common::DecomposeOptions).
+  int granularity = 0;
+  // "sgd" (one momentum buffer per parameter), "adam" or "adamw" (two).
+  std::string optimizer = "sgd";
+  common::LossKind loss = common::LossKind::kAuto;
+  // Probing stops here (the planner never needs a microbatch larger than
+  // the minibatch).
+  int max_microbatch = 256;
+  int repeats = 5;
+  // Called with a line of progress ("vLayer 3/12, microbatch 16"); may be
+  // empty.
+  std::function<void(const std::string&)> progress;
+};
+
+// Profiles the TorchScript model at `model_path` with `sample` (one or more
+// samples; they are repeated to make larger microbatches).
+//
+// Errors: the file is not TorchScript, or forward does not match the sample
+// (InvalidArgument, showing forward's arguments and the sample's tensors);
+// even one sample does not fit a device (ResourceExhausted, with the peak
+// and the capacity); CUDA asked of a build without it (FailedPrecondition).
+absl::StatusOr<proto::ProfileFile> ProfileModel(
+    const std::string& model_path, const common::TrainingData& sample,
+    const ProfilerOptions& options);
+
+// A profile for a model too large to instantiate: `base`'s vLayers before
+// `block`, then `num_blocks` copies of vLayer `block`, then the vLayers
+// after the last of `base`'s copies of that block (`block_count` of them
+// in `base`). With `width_scale` s != 1 the block is scaled to a model s
+// times as wide: weights and compute by s^2, activations by s. Times and
+// sizes of the copies are the block's; the result is marked synthesized.
+absl::StatusOr<proto::ProfileFile> SynthesizeProfile(
+    const proto::ProfileFile& base, int block, int block_count, int num_blocks,
+    double width_scale);
+
+// Reads and writes profile files (JSON). InvalidArgument naming the file
+// when it is not a profile; FailedPrecondition for a newer schema.
+absl::Status WriteProfileFile(const std::string& path,
+                              const proto::ProfileFile& profile);
+absl::StatusOr<proto::ProfileFile> ReadProfileFile(const std::string& path);
+
+// The summary table printed after profiling: one row per vLayer with its
+// parameters, activation bytes, forward/backward ms at the largest u and
+// peak memory.
+std::string ProfileSummary(const proto::ProfileFile& profile);
+
+}  // namespace harmony::planner
+
+#endif  // HARMONY_PLANNER_PROFILE_PROFILER_H_

@@ -1,0 +1,207 @@
+#include "planner/profile/profiler.h"
+
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "common/files.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "zoo/zoo.h"
+
+namespace harmony::planner {
+namespace {
+
+std::string Tmp(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+// Writes a zoo model; returns its sample data.
+common::TrainingData WriteZoo(const std::string& family, const std::string& path,
+                              int depth = 2) {
+  zoo::ZooOptions o;
+  o.family = family;
+  o.depth = depth;
+  o.width = 16;
+  o.seq_len = 8;
+  o.vocab = 32;
+  o.image_size = 8;
+  o.samples = 4;
+  EXPECT_TRUE(zoo::WriteZooModelAndData(o, path, path + ".data").ok());
+  return *common::LoadTrainingData(path + ".data");
+}
+
+ProfilerOptions Options(uint64_t capacity, int max_microbatch) {
+  ProfilerOptions options;
+  options.devices.count = 2;
+  options.devices.capacity = capacity;
+  options.max_microbatch = max_microbatch;
+  options.repeats = 1;
+  return options;
+}
+
+TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
+  const std::string path = Tmp("gpt.pt");
+  common::TrainingData sample = WriteZoo("gpt", path);
+  std::vector<std::string> progress;
+  ProfilerOptions options = Options(64ull << 20, 8);
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  absl::StatusOr<proto::ProfileFile> file = ProfileModel(path, sample, options);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const proto::Profile& p = file->profile();
+  const int n = file->model().decomposition().vlayer_count();
+  ASSERT_GE(n, 4);
+  ASSERT_EQ(p.vlayers_size(), n);
+  EXPECT_EQ(file->model().sha256(), *common::Sha256OfFile(path));
+  EXPECT_EQ(p.max_forward_microbatch(), 8u);
+  EXPECT_EQ(p.max_backward_microbatch(), 8u);
+  uint64_t params = 0;
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    params += v.parameter_bytes();
+    EXPECT_EQ(v.optimizer_state_bytes(), v.gradient_bytes());  // SGD momentum.
+    ASSERT_EQ(v.by_microbatch_size(), 4);  // 1, 2, 4, 8.
+    for (int i = 0; i < 4; ++i) {
+      const proto::MicrobatchProfile& m = v.by_microbatch(i);
+      EXPECT_EQ(m.size(), 1u << i);
+      EXPECT_TRUE(m.forward_fits() && m.backward_fits());
+      EXPECT_GT(m.forward_time_s(), 0);
+      EXPECT_GT(m.backward_time_s(), 0);
+      // The peak holds at least the weights copied onto the device, and the
+      // backward peak at least as much as the forward's.
+      EXPECT_GE(m.forward_peak_bytes(), v.parameter_bytes());
+      EXPECT_GE(m.backward_peak_bytes(), m.forward_peak_bytes());
+      EXPECT_LE(m.backward_peak_bytes(), 64ull << 20);
+      EXPECT_GT(m.outputs_size(), 0);
+    }
+    // Activations grow with the microbatch.
+    if (v.by_microbatch(0).outputs(0).batched()) {
+      EXPECT_EQ(v.by_microbatch(3).outputs(0).bytes(),
+                8 * v.by_microbatch(0).outputs(0).bytes());
+    }
+  }
+  // 16-wide GPT, 2 blocks: embeddings, blocks, head; fp32.
+  EXPECT_GT(params, 20000u);
+  EXPECT_FALSE(progress.empty());
+  EXPECT_NE(progress.front().find("profiling vLayer 1/"), std::string::npos);
+  EXPECT_GT(p.bandwidths().host_to_device_bytes_per_s(), 0);
+  EXPECT_GT(p.bandwidths().peer_bytes_per_s(), 0);
+
+  std::string summary = ProfileSummary(*file);
+  EXPECT_NE(summary.find("fwd ms"), std::string::npos);
+  EXPECT_NE(summary.find("h.1"), std::string::npos) << summary;
+}
+
+TEST(ProfilerTest, ProbingFindsTheLargestMicrobatchThatFits) {
+  const std::string path = Tmp("resnet.pt");
+  common::TrainingData sample = WriteZoo("resnet", path, 1);
+  // Tight enough that the backward stops fitting well below 256.
+  absl::StatusOr<proto::ProfileFile> file =
+      ProfileModel(path, sample, Options(3ull << 20, 256));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const proto::Profile& p = file->profile();
+  const uint32_t bwd = p.max_backward_microbatch();
+  ASSERT_GT(bwd, 0u);
+  ASSERT_LT(bwd, 256u);
+  EXPECT_GE(p.max_forward_microbatch(), bwd);
+  bool largest_profiled = false;
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+      if (m.backward_fits()) EXPECT_LE(m.backward_peak_bytes(), 3ull << 20);
+      // Every vLayer fits at every size up to the model's largest.
+      if (m.size() <= bwd) EXPECT_TRUE(m.backward_fits()) << m.size();
+      if (m.size() == bwd) largest_profiled = true;
+    }
+  }
+  EXPECT_TRUE(largest_profiled);
+  // A size past the largest does not fit somewhere.
+  bool over = false;
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+      if (m.size() > bwd && !m.backward_fits()) over = true;
+    }
+  }
+  EXPECT_TRUE(over);
+}
+
+TEST(ProfilerTest, TooLittleMemoryIsResourceExhausted) {
+  const std::string path = Tmp("mlp.pt");
+  common::TrainingData sample = WriteZoo("mlp", path);
+  absl::StatusOr<proto::ProfileFile> file =
+      ProfileModel(path, sample, Options(2048, 4));
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(file.status().message().find("2.00 KiB"), std::string::npos)
+      << file.status();
+}
+
+TEST(ProfilerTest, BadModelAndMismatchedSampleAreExplained) {
+  const std::string garbage = Tmp("garbage.pt");
+  ASSERT_TRUE(common::WriteFileAtomically(garbage, "not a model").ok());
+  common::TrainingData sample;
+  sample.inputs = {at::zeros({2, 8}, at::kLong)};
+  auto file = ProfileModel(garbage, sample, Options(1 << 20, 2));
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(file.status().message().find(garbage + ": not a TorchScript model"),
+            std::string::npos)
+      << file.status();
+
+  // The GPT takes tokens and targets; give it images.
+  const std::string gpt = Tmp("gpt2.pt");
+  WriteZoo("gpt", gpt);
+  common::TrainingData images;
+  images.inputs = {at::randn({2, 3, 8, 8})};
+  file = ProfileModel(gpt, images, Options(16 << 20, 2));
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(file.status().message().find("forward(tokens, targets) takes 2"),
+            std::string::npos)
+      << file.status();
+  // Right arity, wrong shapes: float images where tokens are expected.
+  images.targets = {at::zeros({2}, at::kLong)};
+  file = ProfileModel(gpt, images, Options(16 << 20, 2));
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(file.status().message().find("failed on the sample input (1 input(s) "
+                                         "[[2, 3, 8, 8] Float]"),
+            std::string::npos)
+      << file.status();
+}
+
+TEST(ProfilerTest, ProfileFileRoundTripAndSynthesis) {
+  const std::string path = Tmp("gpt3.pt");
+  common::TrainingData sample = WriteZoo("gpt", path, 3);
+  auto file = ProfileModel(path, sample, Options(64ull << 20, 2));
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(WriteProfileFile(Tmp("p.json"), *file).ok());
+  auto back = ReadProfileFile(Tmp("p.json"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*file, *back));
+
+  // Find the first block's vLayer ("h.0") and replicate it to 48 blocks,
+  // twice as wide.
+  int block = -1;
+  const auto& vl = file->model().decomposition().vlayers();
+  for (int k = 0; k < vl.size(); ++k) {
+    if (vl[k].scope() == "h.0") block = k;
+  }
+  ASSERT_GE(block, 0);
+  auto big = SynthesizeProfile(*file, block, 3, 48, 2.0);
+  ASSERT_TRUE(big.ok()) << big.status();
+  const int n = file->profile().vlayers_size();
+  EXPECT_EQ(big->profile().vlayers_size(), n - 3 + 48);
+  EXPECT_TRUE(big->profile().synthesized());
+  const auto& b0 = file->profile().vlayers(block);
+  const auto& s7 = big->profile().vlayers(block + 7);
+  EXPECT_EQ(s7.parameter_bytes(), 4 * b0.parameter_bytes());
+  EXPECT_DOUBLE_EQ(s7.by_microbatch(0).forward_time_s(),
+                   4 * b0.by_microbatch(0).forward_time_s());
+  EXPECT_EQ(s7.by_microbatch(0).outputs(0).bytes(),
+            2 * b0.by_microbatch(0).outputs(0).bytes());
+
+  EXPECT_EQ(SynthesizeProfile(*file, n, 1, 4, 1.0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("bad.json"), "{\"nope\": 1}").ok());
+  EXPECT_EQ(ReadProfileFile(Tmp("bad.json")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harmony::planner
