@@ -58,7 +58,7 @@ absl::Status Unsupported(absl::string_view what) {
       absl::StrCat("cannot decompose this model: ", what));
 }
 
-std::string NodeText(const Node* n) {
+std::string NodeString(const Node* n) {
   std::ostringstream out;
   out << *n;
   std::string text = out.str();
@@ -100,14 +100,14 @@ absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
           "forward assigns to self.", n->s(c10::attr::name),
           " (in-place updates such as BatchNorm's are fine; assigning a new "
           "value to a module attribute is not): ",
-          NodeText(n)));
+          NodeString(n)));
       return;
     }
     if (n->kind() != c10::prim::GetAttr) return;
     auto it = objects.find(n->input(0));
     if (it == objects.end()) {
       status = Unsupported(absl::StrCat(
-          "attribute read from something other than a module: ", NodeText(n)));
+          "attribute read from something other than a module: ", NodeString(n)));
       return;
     }
     const std::string name = n->s(c10::attr::name);
@@ -156,13 +156,13 @@ absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
       return Unsupported(absl::StrCat(
           "a module is used as a value (only attribute reads and method calls "
           "are supported): ",
-          NodeText(n->output()->uses().front().user)));
+          NodeString(n->output()->uses().front().user)));
     }
     n->destroy();
   }
   if (self->hasUses()) {
     return Unsupported(absl::StrCat("forward uses self directly: ",
-                                    NodeText(self->uses().front().user)));
+                                    NodeString(self->uses().front().user)));
   }
   graph.eraseInput(0);
   pure.num_data_inputs =
@@ -210,6 +210,16 @@ const Value* AliasBase(const Value* v) {
   }
 }
 
+// A Tensor, or an Optional[Tensor] (a tensor or None when it runs): what
+// may cross a cut, with gradients flowing back through it.
+bool IsTensorLike(const c10::TypePtr& type) {
+  if (type->cast<c10::TensorType>()) return true;
+  if (auto optional = type->cast<c10::OptionalType>()) {
+    return static_cast<bool>(optional->getElementType()->cast<c10::TensorType>());
+  }
+  return false;
+}
+
 bool ContainsTensor(const c10::TypePtr& type) {
   if (type->cast<c10::TensorType>()) return true;
   for (const c10::TypePtr& contained : type->containedTypes()) {
@@ -229,6 +239,23 @@ void Analyse(PureGraph& pure) {
   const int count = static_cast<int>(pure.nodes.size());
   pure.frames.resize(count);
   for (int i = 0; i < count; ++i) pure.frames[i] = FramesOf(pure.nodes[i]);
+  // Some inlined nodes carry no call stack (the prim::If of BatchNorm's
+  // `if self.training:`). Such a node belongs to whatever call surrounds it:
+  // the common prefix of its neighbours' frames.
+  std::vector<std::vector<std::string>> inferred = pure.frames;
+  for (int i = 0; i < count; ++i) {
+    if (!pure.frames[i].empty()) continue;
+    int before = i - 1, after = i + 1;
+    while (before >= 0 && pure.frames[before].empty()) --before;
+    while (after < count && pure.frames[after].empty()) ++after;
+    if (before < 0 || after >= count) continue;
+    const auto& a = pure.frames[before];
+    const auto& b = pure.frames[after];
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    inferred[i].assign(a.begin(), a.begin() + n);
+  }
+  pure.frames = std::move(inferred);
 
   // Definition and last use (as top-level positions) of every tensor value
   // that can cross a cut: forward's data arguments and top-level outputs.
@@ -249,7 +276,7 @@ void Analyse(PureGraph& pure) {
     return last;
   };
   auto mark_live = [&](const Value* v, int def) {
-    if (!v->type()->cast<c10::TensorType>()) return;
+    if (!IsTensorLike(v->type())) return;
     const int last = last_use(v);
     for (int p = def + 1; p <= last; ++p) pure.live_tensors[p]++;
   };
@@ -265,9 +292,7 @@ void Analyse(PureGraph& pure) {
   pure.forbidden_cut.assign(count + 1, false);
   for (int i = 0; i < count; ++i) {
     for (const Value* v : pure.nodes[i]->outputs()) {
-      if (v->type()->cast<c10::TensorType>() || !ContainsTensor(v->type())) {
-        continue;
-      }
+      if (IsTensorLike(v->type()) || !ContainsTensor(v->type())) continue;
       const int last = last_use(v);
       for (int p = i + 1; p <= last && p <= count; ++p) {
         pure.forbidden_cut[p] = true;
@@ -354,7 +379,7 @@ int64_t Weight(const std::vector<int64_t>& elements, int begin, int end) {
 // (glue) are groups of their own. Then parameter-free groups are merged into
 // a neighbour, placing the boundary where the fewest tensors are live.
 std::vector<Unit> SplitAtDepth(const PureGraph& pure,
-                               const std::vector<int64_t>& elements, int begin,
+                               const std::vector<bool>& reads_params, int begin,
                                int end, int depth) {
   auto key = [&](int i) -> std::string {
     const auto& f = pure.frames[i];
@@ -372,7 +397,7 @@ std::vector<Unit> SplitAtDepth(const PureGraph& pure,
   }
   auto has_params = [&](const Unit& u) {
     for (int i = u.begin; i < u.end; ++i) {
-      if (elements[i] > 0) return true;
+      if (reads_params[i]) return true;
     }
     return false;
   };
@@ -384,7 +409,8 @@ std::vector<Unit> SplitAtDepth(const PureGraph& pure,
     if (has_params(groups[g])) anchors.push_back(static_cast<int>(g));
   }
   if (anchors.size() <= 1) {
-    return {Unit{begin, end, depth, anchors.size() == 1 && groups.size() > 1}};
+    // One block (or none) at this depth; a deeper split may still exist.
+    return {Unit{begin, end, depth, true}};
   }
   std::vector<int> cuts{begin};
   for (size_t a = 0; a + 1 < anchors.size(); ++a) {
@@ -408,13 +434,16 @@ std::vector<Unit> SplitAtDepth(const PureGraph& pure,
   return units;
 }
 
+// `elements`: parameter elements first read by each node (for balancing);
+// `reads_params`: whether a node reads any parameter (for grouping).
 std::vector<int> ChooseCuts(const PureGraph& pure,
                             const std::vector<int64_t>& elements,
+                            const std::vector<bool>& reads_params,
                             int granularity) {
   const int count = static_cast<int>(pure.nodes.size());
   int64_t total = 0;
   for (int64_t e : elements) total += e;
-  std::vector<Unit> units = SplitAtDepth(pure, elements, 0, count, 1);
+  std::vector<Unit> units = SplitAtDepth(pure, reads_params, 0, count, 1);
 
   auto params_of = [&](const Unit& u) {
     int64_t p = 0;
@@ -430,7 +459,7 @@ std::vector<int> ChooseCuts(const PureGraph& pure,
     }
     for (int depth = u.depth + 1; depth <= max_depth + 1; ++depth) {
       std::vector<Unit> parts =
-          SplitAtDepth(pure, elements, u.begin, u.end, depth);
+          SplitAtDepth(pure, reads_params, u.begin, u.end, depth);
       if (parts.size() > 1) {
         units.erase(units.begin() + i);
         units.insert(units.begin() + i, parts.begin(), parts.end());
@@ -536,14 +565,17 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
                            MakePureGraph(model, &arguments));
   // Parameter elements per node, from the module's tensors.
   std::vector<int64_t> elements(pure->nodes.size(), 0);
+  std::vector<bool> reads_params(pure->nodes.size(), false);
   std::vector<bool> seen(pure->lifted.size(), false);
   std::function<void(Node*, int)> reads = [&](Node* n, int owner) {
     for (Value* v : n->inputs()) {
       auto it = pure->lifted_index.find(v);
-      if (it == pure->lifted_index.end() || seen[it->second]) continue;
-      seen[it->second] = true;
+      if (it == pure->lifted_index.end()) continue;
       const Lifted& lifted = pure->lifted[it->second];
       if (!lifted.is_parameter) continue;
+      reads_params[owner] = true;
+      if (seen[it->second]) continue;
+      seen[it->second] = true;
       absl::StatusOr<at::Tensor> t = ResolveTensor(model, lifted.name);
       if (t.ok()) elements[owner] += t->numel();
     }
@@ -554,7 +586,8 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
   for (size_t i = 0; i < pure->nodes.size(); ++i) {
     reads(pure->nodes[i], static_cast<int>(i));
   }
-  std::vector<int> cuts = ChooseCuts(*pure, elements, options.granularity);
+  std::vector<int> cuts =
+      ChooseCuts(*pure, elements, reads_params, options.granularity);
   std::unique_ptr<Decomposition> d(new Decomposition(std::make_unique<Impl>()));
   d->impl_->pure = std::move(pure);
   d->forward_arguments_ = std::move(arguments);
@@ -704,7 +737,7 @@ absl::Status Decomposition::BuildVLayers(const std::vector<int>& cuts) {
         if (it == produced.end()) {
           return absl::InternalError(absl::StrCat(
               "vLayer ", k, " reads a value no vLayer exports: ",
-              NodeText(v->node())));
+              NodeString(v->node())));
         }
         source.producer = it->second.first;
         source.index = it->second.second;
@@ -814,6 +847,15 @@ absl::StatusOr<std::vector<c10::IValue>> Decomposition::Run(
 std::string Decomposition::GraphText(int k) const {
   if (k < 0 || k >= num_vlayers()) return "";
   return impl_->graphs[k]->toString();
+}
+
+std::string Decomposition::NodeText(int i) const {
+  const PureGraph& pure = *impl_->pure;
+  if (i < 0 || i >= static_cast<int>(pure.nodes.size())) return "";
+  return absl::StrCat(i, " ", pure.nodes[i]->kind().toQualString(), " [",
+                      absl::StrJoin(pure.frames[i], " > "), "] live-before=",
+                      pure.live_tensors[i],
+                      pure.forbidden_cut[i] ? " no-cut" : "");
 }
 
 absl::StatusOr<at::Tensor> ResolveTensor(const torch::jit::Module& model,

@@ -118,6 +118,10 @@ class Decomposition {
   // The vLayer's graph, for people.
   std::string GraphText(int k) const;
 
+  // Node `i` of forward's inlined graph and the module calls it came from
+  // (outermost first), for people.
+  std::string NodeText(int i) const;
+
  private:
   struct Impl;
   explicit Decomposition(std::unique_ptr<Impl> impl);

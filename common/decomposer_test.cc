@@ -181,6 +181,34 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.family + "_g" + std::to_string(info.param.granularity);
     });
 
+// Python-scripted models split at their blocks too, whatever the call
+// structure (forward calling _forward_impl, nn.Sequential stages, encoder
+// layers behind nn.TransformerEncoder's fast-path checks).
+TEST(DecomposerTest, PythonModelsSplitAtTheirBlocks) {
+  auto scopes = [](const std::string& name) {
+    torch::jit::Module m = torch::jit::load("tests/testdata/" + name + ".pt");
+    m.train(true);
+    auto d = Decomposition::Create(m, DecomposeOptions{});
+    EXPECT_TRUE(d.ok()) << d.status();
+    std::vector<std::string> out;
+    for (const VLayerInfo& v : (*d)->vlayers()) out.push_back(v.scope);
+    return out;
+  };
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  std::vector<std::string> resnet = scopes("torchvision_resnet");
+  EXPECT_GE(resnet.size(), 8u);
+  EXPECT_TRUE(has(resnet, "conv1") && has(resnet, "fc"));
+  EXPECT_TRUE(has(resnet, "layer2.0") && has(resnet, "layer3.0"));
+  std::vector<std::string> gpt = scopes("user_gpt");
+  EXPECT_TRUE(has(gpt, "h.0") && has(gpt, "h.1") && has(gpt, "h.2"));
+  std::vector<std::string> bert = scopes("user_bert");
+  EXPECT_TRUE(has(bert, "encoder.layers.1"));
+  EXPECT_GE(std::count(bert.begin(), bert.end(), "encoder.layers.0"), 1);
+  EXPECT_TRUE(has(bert, "head"));
+}
+
 TEST(DecomposerTest, BlocksBecomeVLayersAndMasksGoStraightToConsumers) {
   zoo::ZooOptions o = Small("bert");
   o.depth = 4;

@@ -190,13 +190,18 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
   return m;
 }
 
-// Median of `repeats` runs after a warm-up (repeats 0: one run, memory
-// only).
+// Median of `repeats` runs, after a warm-up run when `warm_up` (a vLayer's
+// first call is the slow one; later sizes need none). repeats 0: one run,
+// memory only.
 absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
-                                    int64_t u, int repeats) {
+                                    int64_t u, int repeats, bool warm_up = false) {
   HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u));
   if (!first.fits || repeats == 0) return first;
   std::vector<double> times;
+  if (!warm_up) {
+    times.push_back(first.time_s);
+    --repeats;
+  }
   for (int r = 0; r < repeats; ++r) {
     HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u));
     times.push_back(m.time_s);
@@ -462,6 +467,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     v->set_update_time_s(update);
   }
 
+  std::vector<int64_t> profiled;  // Sizes measured so far.
   // Profiles every vLayer at u; returns whether all forwards / backwards fit.
   auto profile_size = [&](int64_t u, bool* fwd_fit, bool* bwd_fit) -> absl::Status {
     HARMONY_RETURN_IF_ERROR(RunChain(c, sample, u));
@@ -472,14 +478,16 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       say(absl::StrCat("profiling vLayer ", k + 1, "/", n, ", microbatch ", u));
       proto::MicrobatchProfile& row = rows[k];
       row.set_size(static_cast<uint32_t>(u));
-      HARMONY_ASSIGN_OR_RETURN(Measurement f, Measure(c, k, false, u, options.repeats));
+      const bool warm_up = profiled.empty();
+      HARMONY_ASSIGN_OR_RETURN(Measurement f,
+                               Measure(c, k, false, u, options.repeats, warm_up));
       row.set_forward_fits(f.fits);
       row.set_forward_time_s(f.time_s);
       row.set_forward_peak_bytes(f.peak);
       *fwd_fit = *fwd_fit && f.fits;
       Measurement b;
       if (f.fits) {
-        HARMONY_ASSIGN_OR_RETURN(b, Measure(c, k, true, u, options.repeats));
+        HARMONY_ASSIGN_OR_RETURN(b, Measure(c, k, true, u, options.repeats, warm_up));
       }
       row.set_backward_fits(b.fits);
       row.set_backward_time_s(b.time_s);
@@ -510,7 +518,6 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   };
 
   int64_t fwd_max = 0, bwd_max = 0, fwd_fail = 0, bwd_fail = 0;
-  std::vector<int64_t> profiled;
   for (int64_t u = 1; u <= options.max_microbatch; u *= 2) {
     bool f = false, b = false;
     HARMONY_RETURN_IF_ERROR(profile_size(u, &f, &b));

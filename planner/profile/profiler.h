@@ -10,7 +10,7 @@
 // live-outs. Per vLayer: parameter, buffer, gradient and optimizer-state
 // bytes and the CPU optimizer's time. Per device set: host->device,
 // device->host, all-devices-at-once and device-to-device bandwidth. Times
-// are medians of `repeats` runs after a warm-up.
+// are medians of `repeats` runs (each vLayer warmed up once).
 //
 // Thread-safety: a Profile call is confined to its thread; it uses
 // LibTorch's global CPU generator and installs the accounting allocator.
@@ -42,7 +42,9 @@ struct ProfilerOptions {
   // Probing stops here (the planner never needs a microbatch larger than
   // the minibatch).
   int max_microbatch = 256;
-  int repeats = 5;
+  // Timed runs per measurement; the median is kept. Each vLayer is warmed
+  // up once, before its first measurement.
+  int repeats = 3;
   // Called with a line of progress ("vLayer 3/12, microbatch 16"); may be
   // empty.
   std::function<void(const std::string&)> progress;
