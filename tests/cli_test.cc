@@ -2,10 +2,6 @@
 // data, harmony-train-reference trains it; bad input gives one clear line
 // and a non-zero exit, never a crash or a backtrace.
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <torch/script.h>
@@ -13,30 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "gtest/gtest.h"
+#include "tests/run_command.h"
 
 namespace harmony {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together.
-};
-
-// Runs a command line (from the test's runfiles directory, where Bazel
-// places the tools) and collects its output.
-Result RunCommand(const std::string& command) {
-  Result result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), n);
-  }
-  int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using testing::RunCommand;
 
 const char kZoo[] = "zoo/harmony-zoo";
 const char kTrain[] = "zoo/harmony-train-reference";
@@ -46,13 +24,13 @@ std::string Tmp(const std::string& name) {
 }
 
 TEST(CliTest, ZooThenReferenceTraining) {
-  Result zoo = RunCommand(absl::StrCat(
+  testing::Result zoo = RunCommand(absl::StrCat(
       kZoo, " gpt --depth 2 --width 16 --heads 2 --vocab 32 --seq-len 8 ",
       "--samples 16 -o ", Tmp("gpt.pt"), " --data ", Tmp("gpt_data.pt")));
   ASSERT_EQ(zoo.exit_code, 0) << zoo.output;
   EXPECT_NE(zoo.output.find("wrote gpt model"), std::string::npos) << zoo.output;
 
-  Result train = RunCommand(absl::StrCat(kTrain, " ", Tmp("gpt.pt"), " --data ",
+  testing::Result train = RunCommand(absl::StrCat(kTrain, " ", Tmp("gpt.pt"), " --data ",
                                   Tmp("gpt_data.pt"),
                                   " --steps 3 --lr 0.1 --minibatch 8 --out ",
                                   Tmp("trained.pt")));
@@ -70,7 +48,7 @@ TEST(CliTest, ZooThenReferenceTraining) {
 }
 
 TEST(CliTest, HelpListsFamiliesAndFlags) {
-  Result help = RunCommand(absl::StrCat(kZoo, " --help"));
+  testing::Result help = RunCommand(absl::StrCat(kZoo, " --help"));
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.output.find("mlp, gpt, bert, resnet, vgg"), std::string::npos)
       << help.output;
@@ -78,7 +56,7 @@ TEST(CliTest, HelpListsFamiliesAndFlags) {
 }
 
 TEST(CliTest, UnknownFamilyIsOneClearLine) {
-  Result r = RunCommand(absl::StrCat(kZoo, " transformer -o ", Tmp("x.pt"),
+  testing::Result r = RunCommand(absl::StrCat(kZoo, " transformer -o ", Tmp("x.pt"),
                               " --data ", Tmp("x_data.pt")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.output,
@@ -87,7 +65,7 @@ TEST(CliTest, UnknownFamilyIsOneClearLine) {
 }
 
 TEST(CliTest, MissingArgumentsAndBadFlagValues) {
-  Result r = RunCommand(absl::StrCat(kZoo, " gpt"));
+  testing::Result r = RunCommand(absl::StrCat(kZoo, " gpt"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("need FAMILY, -o MODEL and --data DATA"),
             std::string::npos)
@@ -100,10 +78,10 @@ TEST(CliTest, MissingArgumentsAndBadFlagValues) {
 TEST(CliTest, CorruptModelIsNamedWithoutBacktrace) {
   std::string model = Tmp("corrupt.pt");
   ASSERT_TRUE(common::WriteFileAtomically(model, "definitely not a zip").ok());
-  Result zoo = RunCommand(absl::StrCat(kZoo, " mlp -o ", Tmp("m.pt"), " --data ",
+  testing::Result zoo = RunCommand(absl::StrCat(kZoo, " mlp -o ", Tmp("m.pt"), " --data ",
                                 Tmp("m_data.pt")));
   ASSERT_EQ(zoo.exit_code, 0) << zoo.output;
-  Result r = RunCommand(absl::StrCat(kTrain, " ", model, " --data ", Tmp("m_data.pt")));
+  testing::Result r = RunCommand(absl::StrCat(kTrain, " ", model, " --data ", Tmp("m_data.pt")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find(model + ": not a TorchScript model"),
             std::string::npos)
@@ -122,7 +100,7 @@ TEST(CliTest, DataOfTheWrongModelIsExplained) {
                 .exit_code,
             0);
   // Images given to a language model: forward rejects the shapes.
-  Result r = RunCommand(absl::StrCat(kTrain, " ", Tmp("g.pt"), " --data ",
+  testing::Result r = RunCommand(absl::StrCat(kTrain, " ", Tmp("g.pt"), " --data ",
                               Tmp("r_data.pt"), " --steps 1"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("harmony-train-reference: forward: "),

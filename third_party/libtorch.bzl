@@ -33,6 +33,8 @@ cc_library(
     deps = {deps},
     # Operator registration lives in static initialisers of libtorch_cpu /
     # libtorch_cuda: keep the libraries even where no symbol is referenced.
+    # (Bazel links with --no-as-needed already; this states it, and must not
+    # be followed by --as-needed, which would drop later libraries.)
     linkopts = {linkopts},
 )
 """
@@ -52,7 +54,6 @@ def _libtorch_impl(rctx):
             "-ltorch",
             "-ltorch_cpu",
             "-lc10",
-            "-Wl,--as-needed",
             "-pthread",
         ]),
     ))
@@ -106,7 +107,6 @@ def _libtorch_cuda_impl(rctx):
         "-lc10",
         "-lnccl",
         "-lcudart",
-        "-Wl,--as-needed",
         "-pthread",
     ]
     rctx.file("BUILD.bazel", _BUILD_TEMPLATE.format(

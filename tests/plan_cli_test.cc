@@ -1,0 +1,115 @@
+// harmony-plan end to end: profile a zoo model into a profile file, inspect
+// its decomposition, synthesize a larger model's profile; bad input gives
+// one clear line and a non-zero exit.
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "gtest/gtest.h"
+#include "planner/profile/profiler.h"
+#include "tests/run_command.h"
+
+namespace harmony {
+namespace {
+
+using testing::RunCommand;
+
+const char kZoo[] = "zoo/harmony-zoo";
+const char kPlan[] = "planner/harmony-plan";
+
+std::string Tmp(const std::string& name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+TEST(PlanCliTest, ProfileDecomposeSynthesize) {
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 3 --width 16 --seq-len 8 "
+                                          "--vocab 32 -o ", Tmp("gpt.pt"),
+                                    " --data ", Tmp("gpt_data.pt")))
+                .exit_code,
+            0);
+  auto profiled = RunCommand(absl::StrCat(
+      kPlan, " profile ", Tmp("gpt.pt"), " --sample-input ", Tmp("gpt_data.pt"),
+      " --devices cpu:2x64MiB --max-microbatch 4 --repeats 1 --profile-out ",
+      Tmp("gpt.profile.json")));
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  EXPECT_NE(profiled.output.find("profiled " + Tmp("gpt.pt")), std::string::npos)
+      << profiled.output;
+  EXPECT_NE(profiled.output.find("fwd ms"), std::string::npos);
+  // Progress lines (not a terminal: one per microbatch size).
+  EXPECT_NE(profiled.output.find("profiling vLayer 1/"), std::string::npos);
+  EXPECT_NE(profiled.output.find(", microbatch 4"), std::string::npos);
+
+  absl::StatusOr<proto::ProfileFile> file =
+      planner::ReadProfileFile(Tmp("gpt.profile.json"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->profile().max_backward_microbatch(), 4u);
+  for (const auto& v : file->profile().vlayers()) {
+    for (const auto& m : v.by_microbatch()) {
+      EXPECT_LE(m.backward_peak_bytes(), 64ull << 20);
+    }
+  }
+
+  auto decomposed = RunCommand(absl::StrCat(kPlan, " decompose ", Tmp("gpt.pt")));
+  ASSERT_EQ(decomposed.exit_code, 0) << decomposed.output;
+  EXPECT_NE(decomposed.output.find("forward(tokens, targets)"), std::string::npos);
+  EXPECT_NE(decomposed.output.find("h.2"), std::string::npos) << decomposed.output;
+
+  int block = -1;
+  const auto& vlayers = file->model().decomposition().vlayers();
+  for (int k = 0; k < vlayers.size(); ++k) {
+    if (vlayers[k].scope() == "h.0") block = k;
+  }
+  ASSERT_GE(block, 0);
+  auto synthesized = RunCommand(absl::StrCat(
+      kPlan, " synthesize --profile ", Tmp("gpt.profile.json"), " --block ", block,
+      " --block-count 3 --blocks 48 --width-scale 4 --profile-out ",
+      Tmp("big.json")));
+  ASSERT_EQ(synthesized.exit_code, 0) << synthesized.output;
+  auto big = planner::ReadProfileFile(Tmp("big.json"));
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->profile().vlayers_size(), vlayers.size() - 3 + 48);
+}
+
+TEST(PlanCliTest, PythonScriptedModelWithTupleFreeSample) {
+  // A model saved by Python's torch.jit.script, data saved by torch.save.
+  auto r = RunCommand(absl::StrCat(
+      kPlan, " profile tests/testdata/user_bert.pt --sample-input "
+             "tests/testdata/user_bert_data.pt --devices cpu:1x32MiB "
+             "--max-microbatch 2 --repeats 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("encoder.layers.1"), std::string::npos) << r.output;
+}
+
+TEST(PlanCliTest, BadInputIsOneClearLine) {
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("junk.pt"), "junk").ok());
+  auto r = RunCommand(absl::StrCat(kPlan, " profile ", Tmp("junk.pt"),
+                                   " --sample-input tests/testdata/user_bert_data.pt"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(Tmp("junk.pt") + ": not a TorchScript model"),
+            std::string::npos)
+      << r.output;
+
+  r = RunCommand(absl::StrCat(kPlan, " profile tests/testdata/user_bert.pt "
+                                     "--sample-input tests/testdata/user_bert_data.pt "
+                                     "--devices gpu:2"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("invalid devices \"gpu:2\""), std::string::npos) << r.output;
+
+  r = RunCommand(absl::StrCat(kPlan, " profile tests/testdata/user_bert.pt "
+                                     "--sample-input ", Tmp("missing.pt")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(Tmp("missing.pt")), std::string::npos) << r.output;
+
+  r = RunCommand(absl::StrCat(kPlan, " frobnicate"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("Commands: profile, decompose, synthesize"),
+            std::string::npos);
+
+  r = RunCommand(absl::StrCat(kPlan, " profile --help"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--sample-input"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace harmony
