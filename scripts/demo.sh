@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up and runs Harmony's main job on the embedded default (CPU only).
 #
-# Today: builds the tools, writes a zoo GPT model and its data, and trains
-# it a few steps with the plain LibTorch loop. As harmony-plan, harmony-exec
+# Today: builds the tools, writes a zoo GPT model and its data, trains it a
+# few steps with the plain LibTorch loop, splits it into vLayers and profiles
+# them on two virtual 256 MiB devices. As the schedule search, harmony-exec
 # and harmony-ctl land, this grows into plan -> daemon -> submit -> watch.
 #
 #   scripts/demo.sh [--out DIR]     (default DIR: ./demo-out)
@@ -14,7 +15,7 @@ mkdir -p "$out"
 
 scripts/setup.sh
 echo "demo: building (the first build takes about 3 minutes on 2 cores)"
-bazel build //zoo:harmony-zoo //zoo:harmony-train-reference
+bazel build //zoo:harmony-zoo //zoo:harmony-train-reference //planner:harmony-plan
 
 echo
 echo "demo: 1. write a GPT model (4 blocks) and 64 samples of token data"
@@ -25,6 +26,15 @@ echo
 echo "demo: 2. train it 10 steps with plain LibTorch SGD (minibatch 16)"
 bazel-bin/zoo/harmony-train-reference "$out/gpt.pt" --data "$out/gpt_data.pt" \
   --steps 10 --lr 0.1 --minibatch 16 --out "$out/gpt_trained.pt"
+
+echo
+echo "demo: 3. split it into vLayers"
+bazel-bin/planner/harmony-plan decompose "$out/gpt.pt"
+
+echo
+echo "demo: 4. profile every vLayer on 2 virtual devices of 256 MiB"
+bazel-bin/planner/harmony-plan profile "$out/gpt.pt" --sample-input "$out/gpt_data.pt" \
+  --devices cpu:2x256MiB --max-microbatch 64 --profile-out "$out/gpt.profile.json"
 
 echo
 echo "demo: done; files in $out/"
