@@ -878,4 +878,15 @@ absl::StatusOr<at::Tensor> ResolveTensor(const torch::jit::Module& model,
   return current.toTensor();
 }
 
+absl::StatusOr<std::vector<at::Tensor>> ResolveTensors(
+    const torch::jit::Module& model, const std::vector<std::string>& names) {
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(names.size());
+  for (const std::string& name : names) {
+    HARMONY_ASSIGN_OR_RETURN(at::Tensor t, ResolveTensor(model, name));
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
 }  // namespace harmony::common

@@ -141,6 +141,10 @@ class Decomposition {
 absl::StatusOr<at::Tensor> ResolveTensor(const torch::jit::Module& model,
                                          const std::string& qualified_name);
 
+// ResolveTensor for each name, in order (a vLayer's parameters or buffers).
+absl::StatusOr<std::vector<at::Tensor>> ResolveTensors(
+    const torch::jit::Module& model, const std::vector<std::string>& names);
+
 }  // namespace harmony::common
 
 #endif  // HARMONY_COMMON_DECOMPOSER_H_

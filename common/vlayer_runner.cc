@@ -16,17 +16,6 @@
 namespace harmony::common {
 namespace {
 
-absl::StatusOr<std::vector<at::Tensor>> Gather(
-    const torch::jit::Module& model, const std::vector<std::string>& names) {
-  std::vector<at::Tensor> tensors;
-  tensors.reserve(names.size());
-  for (const std::string& name : names) {
-    HARMONY_ASSIGN_OR_RETURN(at::Tensor t, ResolveTensor(model, name));
-    tensors.push_back(t);
-  }
-  return tensors;
-}
-
 at::Tensor GetRngState() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -55,8 +44,8 @@ absl::StatusOr<VLayerStepResult> RunVLayerStep(
   std::vector<std::vector<at::Tensor>> params(count), buffers(count);
   for (int k = 0; k < count; ++k) {
     const VLayerInfo& info = decomposition.vlayers()[k];
-    HARMONY_ASSIGN_OR_RETURN(params[k], Gather(model, info.parameters));
-    HARMONY_ASSIGN_OR_RETURN(buffers[k], Gather(model, info.buffers));
+    HARMONY_ASSIGN_OR_RETURN(params[k], ResolveTensors(model, info.parameters));
+    HARMONY_ASSIGN_OR_RETURN(buffers[k], ResolveTensors(model, info.buffers));
   }
   auto inputs_of = [&](int k, const std::vector<std::vector<c10::IValue>>& outs) {
     std::vector<c10::IValue> in;

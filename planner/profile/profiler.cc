@@ -211,16 +211,6 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
   return first;
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Gather(const torch::jit::Module& model,
-                                               const std::vector<std::string>& names) {
-  std::vector<at::Tensor> out;
-  for (const std::string& n : names) {
-    HARMONY_ASSIGN_OR_RETURN(at::Tensor t, common::ResolveTensor(model, n));
-    out.push_back(t);
-  }
-  return out;
-}
-
 std::string DescribeSample(const TrainingData& s) {
   std::vector<std::string> parts;
   for (const at::Tensor& t : s.inputs) parts.push_back(common::DescribeTensor(t));
@@ -389,8 +379,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   c.params.resize(n);
   c.buffers.resize(n);
   for (int k = 0; k < n; ++k) {
-    HARMONY_ASSIGN_OR_RETURN(c.params[k], Gather(model, d->vlayers()[k].parameters));
-    HARMONY_ASSIGN_OR_RETURN(c.buffers[k], Gather(model, d->vlayers()[k].buffers));
+    HARMONY_ASSIGN_OR_RETURN(c.params[k], common::ResolveTensors(model, d->vlayers()[k].parameters));
+    HARMONY_ASSIGN_OR_RETURN(c.buffers[k], common::ResolveTensors(model, d->vlayers()[k].buffers));
   }
 
   proto::ProfileFile file;
