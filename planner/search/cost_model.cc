@@ -1,0 +1,265 @@
+#include "planner/search/cost_model.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace harmony::planner {
+namespace {
+
+double Lerp(double a, double b, double t) { return a + (b - a) * t; }
+
+uint64_t LerpBytes(uint64_t a, uint64_t b, double t) {
+  if (t < 0) t = 0;
+  return static_cast<uint64_t>(Lerp(static_cast<double>(a), static_cast<double>(b), t) + 0.5);
+}
+
+uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
+    const proto::ProfileFile& file) {
+  const proto::Profile& p = file.profile();
+  if (p.vlayers_size() == 0) {
+    return absl::InvalidArgumentError("the profile has no vLayers");
+  }
+  std::shared_ptr<CostModel> m(new CostModel());
+  m->device_memory_ = p.device_memory_bytes();
+  m->max_forward_ = static_cast<int>(p.max_forward_microbatch());
+  m->max_backward_ = static_cast<int>(p.max_backward_microbatch());
+  m->batch_statistics_ = file.model().has_batch_statistics();
+  if (m->max_backward_ < 1) {
+    return absl::InvalidArgumentError(
+        "the profile has no microbatch size whose backward fits a device");
+  }
+  const proto::Bandwidths& bw = p.bandwidths();
+  m->bandwidths_.host_to_device = bw.host_to_device_bytes_per_s();
+  m->bandwidths_.device_to_host = bw.device_to_host_bytes_per_s();
+  m->bandwidths_.host_all_devices = bw.host_link_all_devices_bytes_per_s();
+  m->bandwidths_.peer = bw.peer_bytes_per_s();
+  if (!(m->bandwidths_.host_to_device > 0) || !(m->bandwidths_.device_to_host > 0)) {
+    return absl::InvalidArgumentError(
+        "the profile has no host<->device bandwidth (re-profile, or give "
+        "--host-link)");
+  }
+  if (!(m->bandwidths_.host_all_devices > 0)) {
+    m->bandwidths_.host_all_devices =
+        std::min(m->bandwidths_.host_to_device, m->bandwidths_.device_to_host);
+  }
+  if (!(m->bandwidths_.peer > 0)) m->bandwidths_.peer = m->bandwidths_.host_to_device;
+
+  for (int k = 0; k < p.vlayers_size(); ++k) {
+    const proto::VLayerProfile& v = p.vlayers(k);
+    LayerSizes s;
+    s.parameter_bytes = v.parameter_bytes();
+    s.buffer_bytes = v.buffer_bytes();
+    s.gradient_bytes = v.gradient_bytes();
+    s.optimizer_state_bytes = v.optimizer_state_bytes();
+    s.update_s = v.update_time_s();
+    m->sizes_.push_back(s);
+    std::vector<Row> rows;
+    int last = 0;
+    for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
+      if (static_cast<int>(r.size()) <= last) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "vLayer ", k, ": microbatch sizes must increase (", r.size(),
+            " after ", last, ")"));
+      }
+      last = static_cast<int>(r.size());
+      Row row;
+      row.size = last;
+      row.cost.forward_s = r.forward_time_s();
+      row.cost.backward_s = r.backward_time_s();
+      row.cost.forward_peak = r.forward_peak_bytes();
+      row.cost.backward_peak = r.backward_peak_bytes();
+      row.cost.forward_fits = r.forward_fits();
+      row.cost.backward_fits = r.backward_fits();
+      rows.push_back(row);
+    }
+    // Slots from the first row: a batched tensor grows with the microbatch.
+    std::vector<Slot> in_slots, out_slots;
+    if (v.by_microbatch_size() > 0) {
+      const proto::MicrobatchProfile& first = v.by_microbatch(0);
+      auto slot = [&](const proto::TensorMeta& t) {
+        Slot sl;
+        if (t.batched() && first.size() > 0) {
+          sl.per_sample = t.bytes() / first.size();
+        } else {
+          sl.fixed = t.bytes();
+        }
+        return sl;
+      };
+      for (const auto& t : first.inputs()) in_slots.push_back(slot(t));
+      for (const auto& t : first.outputs()) out_slots.push_back(slot(t));
+    }
+    m->in_slots_.push_back(std::move(in_slots));
+    m->out_slots_.push_back(std::move(out_slots));
+    if (rows.empty() || !rows.front().cost.backward_fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vLayer ", k, " has no profiled microbatch size whose backward fits"));
+    }
+    m->rows_.push_back(std::move(rows));
+  }
+  const auto& dec = file.model().decomposition();
+  if (dec.vlayers_size() == p.vlayers_size()) {
+    for (const proto::VLayer& v : dec.vlayers()) {
+      std::vector<std::pair<int, int>> in;
+      for (const proto::TensorRef& r : v.inputs()) {
+        in.emplace_back(r.producer(), static_cast<int>(r.index()));
+      }
+      m->inputs_.push_back(std::move(in));
+    }
+  }
+  return std::shared_ptr<const CostModel>(std::move(m));
+}
+
+LayerCost CostModel::Cost(int layer, int u) const {
+  const std::vector<Row>& rows = rows_[layer];
+  // Interpolates each group of fields over the rows where it was measured.
+  auto interpolate = [&](auto valid, auto apply) {
+    const Row* lo = nullptr;
+    const Row* hi = nullptr;
+    for (const Row& r : rows) {
+      if (!valid(r)) continue;
+      if (r.size <= u) lo = &r;
+      if (r.size >= u && hi == nullptr) hi = &r;
+    }
+    if (lo == nullptr && hi == nullptr) return;
+    if (lo == nullptr) lo = hi;
+    if (hi == nullptr) {
+      apply(*lo, *lo, static_cast<double>(u) / lo->size);  // Extrapolate.
+      return;
+    }
+    const double t = hi->size == lo->size
+                         ? 0.0
+                         : static_cast<double>(u - lo->size) / (hi->size - lo->size);
+    apply(*lo, *hi, t);
+  };
+  LayerCost c;
+  for (const Slot& sl : in_slots_[layer]) c.input_bytes += sl.Bytes(u);
+  for (const Slot& sl : out_slots_[layer]) c.output_bytes += sl.Bytes(u);
+  interpolate([](const Row& r) { return r.cost.forward_fits; },
+              [&](const Row& a, const Row& b, double t) {
+                if (&a == &b && t != 0.0) {
+                  c.forward_s = a.cost.forward_s * t;
+                  c.forward_peak = static_cast<uint64_t>(a.cost.forward_peak * t);
+                  return;
+                }
+                c.forward_s = Lerp(a.cost.forward_s, b.cost.forward_s, t);
+                c.forward_peak = LerpBytes(a.cost.forward_peak, b.cost.forward_peak, t);
+              });
+  interpolate([](const Row& r) { return r.cost.backward_fits; },
+              [&](const Row& a, const Row& b, double t) {
+                if (&a == &b && t != 0.0) {
+                  c.backward_s = a.cost.backward_s * t;
+                  c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
+                  return;
+                }
+                c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
+                c.backward_peak = LerpBytes(a.cost.backward_peak, b.cost.backward_peak, t);
+              });
+  // Fits up to the largest size measured to fit with nothing failing below.
+  auto fits_up_to = [&](bool backward) {
+    int largest = 0;
+    for (const Row& r : rows) {
+      if (!(backward ? r.cost.backward_fits : r.cost.forward_fits)) break;
+      largest = r.size;
+    }
+    return largest;
+  };
+  c.forward_fits = u <= fits_up_to(false);
+  c.backward_fits = u <= fits_up_to(true);
+  return c;
+}
+
+uint64_t CostModel::PackInputBytes(int begin, int end, int u) const {
+  if (inputs_.empty()) return Cost(begin, u).input_bytes;
+  std::set<std::pair<int, int>> seen;
+  uint64_t total = 0;
+  for (int l = begin; l < end; ++l) {
+    const auto& in = inputs_[l];
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i].first >= begin || !seen.insert(in[i]).second) continue;
+      if (i < in_slots_[l].size()) total += in_slots_[l][i].Bytes(u);
+    }
+  }
+  return total;
+}
+
+uint64_t CostModel::PackOutputBytes(int begin, int end, int u) const {
+  if (inputs_.empty()) return Cost(end - 1, u).output_bytes;
+  std::set<std::pair<int, int>> needed;
+  for (int l = end; l < num_layers(); ++l) {
+    for (const auto& ref : inputs_[l]) {
+      if (ref.first >= begin && ref.first < end) needed.insert(ref);
+    }
+  }
+  uint64_t total = 0;
+  for (const auto& [producer, index] : needed) {
+    const auto& slots = out_slots_[producer];
+    if (index >= 0 && index < static_cast<int>(slots.size())) {
+      total += slots[index].Bytes(u);
+    }
+  }
+  return total;
+}
+
+uint64_t CostModel::WeightBytes(int begin, int end) const {
+  uint64_t t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].weight_bytes();
+  return t;
+}
+
+uint64_t CostModel::GradientBytes(int begin, int end) const {
+  uint64_t t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].gradient_bytes;
+  return t;
+}
+
+uint64_t CostModel::OptimizerStateBytes(int begin, int end) const {
+  uint64_t t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].optimizer_state_bytes;
+  return t;
+}
+
+double CostModel::UpdateSeconds(int begin, int end) const {
+  double t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].update_s;
+  return t;
+}
+
+double CostModel::ForwardSeconds(int begin, int end, int u) const {
+  double t = 0;
+  for (int l = begin; l < end; ++l) t += Cost(l, u).forward_s;
+  return t;
+}
+
+double CostModel::BackwardSeconds(int begin, int end, int u) const {
+  double t = 0;
+  for (int l = begin; l < end; ++l) t += Cost(l, u).backward_s;
+  return t;
+}
+
+uint64_t CostModel::ForwardMemory(int begin, int end, int u) const {
+  uint64_t transient = 0;
+  for (int l = begin; l < end; ++l) {
+    transient = std::max(transient, Sub(Cost(l, u).forward_peak, sizes_[l].weight_bytes()));
+  }
+  return WeightBytes(begin, end) + transient;
+}
+
+uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
+  uint64_t saved = 0;
+  for (int l = begin; l < end; ++l) {
+    const LayerCost c = Cost(l, u);
+    saved += Sub(c.backward_peak, sizes_[l].weight_bytes() + sizes_[l].gradient_bytes +
+                                      c.input_bytes);
+  }
+  return WeightBytes(begin, end) + GradientBytes(begin, end) +
+         PackInputBytes(begin, end, u) + saved;
+}
+
+}  // namespace harmony::planner

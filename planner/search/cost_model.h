@@ -1,0 +1,127 @@
+// The cost model the search and the simulator work from: a profile
+// (proto::ProfileFile) validated once and turned into plain numbers, with
+// costs at any microbatch size and of any contiguous pack of vLayers.
+// LibTorch-free and deterministic.
+//
+// Sizes not profiled are interpolated linearly between the nearest profiled
+// sizes (times, peaks and activation bytes all grow with the microbatch);
+// past the largest profiled size they are extrapolated in proportion and
+// marked as not fitting.
+//
+// Pack memory (what a pack needs on a device while it runs):
+//   forward:  its weights + the largest transient of any of its vLayers
+//             (activations are not kept without autograd);
+//   backward: its weights and gradients + the pack's input + every vLayer's
+//             saved activations (backward peak minus its weights, gradients
+//             and input), as the recompute keeps them all for autograd.
+//
+// Thread-safety: immutable after Create.
+
+#ifndef HARMONY_PLANNER_SEARCH_COST_MODEL_H_
+#define HARMONY_PLANNER_SEARCH_COST_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/plan.pb.h"
+
+namespace harmony::planner {
+
+// One vLayer at one microbatch size.
+struct LayerCost {
+  double forward_s = 0;
+  double backward_s = 0;  // Including the recompute.
+  uint64_t forward_peak = 0;
+  uint64_t backward_peak = 0;
+  uint64_t input_bytes = 0;   // Live-ins (activations), all of them.
+  uint64_t output_bytes = 0;  // Live-outs.
+  bool forward_fits = false;
+  bool backward_fits = false;
+};
+
+// What does not depend on the microbatch.
+struct LayerSizes {
+  uint64_t parameter_bytes = 0;
+  uint64_t buffer_bytes = 0;
+  uint64_t gradient_bytes = 0;
+  uint64_t optimizer_state_bytes = 0;
+  double update_s = 0;  // CPU optimizer.
+  uint64_t weight_bytes() const { return parameter_bytes + buffer_bytes; }
+};
+
+struct LinkBandwidths {
+  double host_to_device = 0;  // Bytes per second, one device alone.
+  double device_to_host = 0;
+  double host_all_devices = 0;  // Per direction, all devices at once.
+  double peer = 0;
+};
+
+class CostModel {
+ public:
+  // Validates `file` (vLayers present, sizes increasing, bandwidths
+  // positive); InvalidArgument saying what is wrong otherwise.
+  static absl::StatusOr<std::shared_ptr<const CostModel>> Create(
+      const proto::ProfileFile& file);
+
+  int num_layers() const { return static_cast<int>(sizes_.size()); }
+  const LayerSizes& sizes(int layer) const { return sizes_[layer]; }
+  const LinkBandwidths& bandwidths() const { return bandwidths_; }
+  uint64_t device_memory() const { return device_memory_; }
+  // Largest microbatch whose forward / backward fits every vLayer.
+  int max_forward_microbatch() const { return max_forward_; }
+  int max_backward_microbatch() const { return max_backward_; }
+  // Whether some vLayer depends on batch statistics (BatchNorm in training):
+  // the forward and backward microbatches must then be equal.
+  bool has_batch_statistics() const { return batch_statistics_; }
+
+  LayerCost Cost(int layer, int microbatch) const;
+
+  // Bytes of the activations that enter [begin, end) from before it (from
+  // earlier vLayers; forward's own arguments count at begin = 0).
+  uint64_t PackInputBytes(int begin, int end, int microbatch) const;
+  // Bytes of the pack's live-outs read by vLayers at or after `end`.
+  uint64_t PackOutputBytes(int begin, int end, int microbatch) const;
+
+  // Sums over [begin, end).
+  uint64_t WeightBytes(int begin, int end) const;
+  uint64_t GradientBytes(int begin, int end) const;
+  uint64_t OptimizerStateBytes(int begin, int end) const;
+  double UpdateSeconds(int begin, int end) const;
+  double ForwardSeconds(int begin, int end, int microbatch) const;
+  double BackwardSeconds(int begin, int end, int microbatch) const;
+  // Device memory the pack needs while it runs (see above).
+  uint64_t ForwardMemory(int begin, int end, int microbatch) const;
+  uint64_t BackwardMemory(int begin, int end, int microbatch) const;
+
+ private:
+  CostModel() = default;
+
+  struct Row {
+    int size;
+    LayerCost cost;
+  };
+  // An activation slot: bytes(u) = fixed + per_sample * u.
+  struct Slot {
+    uint64_t fixed = 0;
+    uint64_t per_sample = 0;
+    uint64_t Bytes(int u) const { return fixed + per_sample * static_cast<uint64_t>(u); }
+  };
+  std::vector<std::vector<Slot>> in_slots_, out_slots_;  // Per layer.
+  std::vector<LayerSizes> sizes_;
+  std::vector<std::vector<Row>> rows_;  // Per layer, increasing size.
+  // Per layer: its inputs as (producer, output index); producer -1 is
+  // forward's argument. Empty when the profile has no decomposition (a
+  // synthesized one): vLayers then form a chain.
+  std::vector<std::vector<std::pair<int, int>>> inputs_;
+  LinkBandwidths bandwidths_;
+  uint64_t device_memory_ = 0;
+  int max_forward_ = 0;
+  int max_backward_ = 0;
+  bool batch_statistics_ = false;
+};
+
+}  // namespace harmony::planner
+
+#endif  // HARMONY_PLANNER_SEARCH_COST_MODEL_H_

@@ -1,0 +1,72 @@
+#include "planner/search/cost_model.h"
+
+#include "gtest/gtest.h"
+#include "planner/search/testing/fake_profile.h"
+
+namespace harmony::planner {
+namespace {
+
+using testing::FakeProfileOptions;
+using testing::MakeFakeProfile;
+
+TEST(CostModelTest, InterpolatesBetweenProfiledSizes) {
+  FakeProfileOptions o;
+  auto model = CostModel::Create(MakeFakeProfile(o));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const CostModel& m = **model;
+  EXPECT_EQ(m.num_layers(), 4);
+  // Profiled at 4 and 8; 6 lies halfway.
+  LayerCost c = m.Cost(1, 6);
+  EXPECT_DOUBLE_EQ(c.forward_s, 6e-3);
+  EXPECT_DOUBLE_EQ(c.backward_s, 12e-3);
+  EXPECT_EQ(c.forward_peak, (1u << 20) + 3 * 1024 * 6);
+  EXPECT_EQ(c.input_bytes, 6 * 1024u);
+  EXPECT_TRUE(c.forward_fits && c.backward_fits);
+  // Past the largest profiled size: proportional, and not known to fit.
+  LayerCost big = m.Cost(1, 128);
+  EXPECT_DOUBLE_EQ(big.forward_s, 128e-3);
+  EXPECT_FALSE(big.backward_fits);
+}
+
+TEST(CostModelTest, PackSums) {
+  FakeProfileOptions o;
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  EXPECT_EQ(m->WeightBytes(0, 3), 3u << 20);
+  EXPECT_DOUBLE_EQ(m->ForwardSeconds(1, 3, 2), 4e-3);
+  EXPECT_DOUBLE_EQ(m->BackwardSeconds(0, 4, 1), 8e-3);
+  EXPECT_DOUBLE_EQ(m->UpdateSeconds(0, 4), 4e-3);
+  // Forward: weights of the pack + the largest transient (3 activations).
+  EXPECT_EQ(m->ForwardMemory(0, 2, 8), (2u << 20) + 3 * 1024 * 8);
+  // Backward: weights + gradients + pack input + saved activations of each
+  // vLayer (peak - weights - gradients - input = 3 activations).
+  EXPECT_EQ(m->BackwardMemory(0, 2, 8), (4u << 20) + 1024 * 8 + 2 * 3 * 1024 * 8);
+}
+
+TEST(CostModelTest, SkipConnectionsReachTheirConsumer) {
+  FakeProfileOptions o;
+  o.layers = 5;
+  o.skip_from = 0;  // vLayer 0's output is read by vLayers 1 and 4.
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  // Pack [2, 5) gets vLayer 1's output and vLayer 0's (for vLayer 4).
+  EXPECT_EQ(m->PackInputBytes(2, 5, 4), 2 * 1024u * 4);
+  // Pack [0, 2) sends vLayer 1's output on, and vLayer 0's to vLayer 4.
+  EXPECT_EQ(m->PackOutputBytes(0, 2, 4), 2 * 1024u * 4);
+  EXPECT_EQ(m->PackOutputBytes(0, 1, 4), 1024u * 4);  // Read by 1 and 4: once.
+}
+
+TEST(CostModelTest, RejectsBrokenProfiles) {
+  proto::ProfileFile empty;
+  EXPECT_EQ(CostModel::Create(empty).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  proto::ProfileFile no_bw = MakeFakeProfile(FakeProfileOptions{});
+  no_bw.mutable_profile()->clear_bandwidths();
+  EXPECT_EQ(CostModel::Create(no_bw).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  proto::ProfileFile unordered = MakeFakeProfile(FakeProfileOptions{});
+  unordered.mutable_profile()->mutable_vlayers(0)->mutable_by_microbatch(1)->set_size(1);
+  EXPECT_EQ(CostModel::Create(unordered).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harmony::planner
