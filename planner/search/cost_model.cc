@@ -207,9 +207,38 @@ uint64_t CostModel::PackOutputBytes(int begin, int end, int u) const {
   return total;
 }
 
+uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u) const {
+  if (inputs_.empty()) {  // A chain: each vLayer reads the one before.
+    if (pb < 0) return cb == 0 ? Cost(0, u).input_bytes : 0;
+    return pe == cb ? Cost(pe - 1, u).output_bytes : 0;
+  }
+  std::set<std::pair<int, int>> seen;
+  uint64_t total = 0;
+  for (int l = cb; l < ce; ++l) {
+    const auto& in = inputs_[l];
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int producer = in[i].first;
+      const bool inside = pb < 0 ? producer < 0 : (producer >= pb && producer < pe);
+      if (!inside || !seen.insert(in[i]).second) continue;
+      if (producer >= 0 && in[i].second < static_cast<int>(out_slots_[producer].size())) {
+        total += out_slots_[producer][in[i].second].Bytes(u);
+      } else if (i < in_slots_[l].size()) {
+        total += in_slots_[l][i].Bytes(u);
+      }
+    }
+  }
+  return total;
+}
+
 uint64_t CostModel::WeightBytes(int begin, int end) const {
   uint64_t t = 0;
   for (int l = begin; l < end; ++l) t += sizes_[l].weight_bytes();
+  return t;
+}
+
+uint64_t CostModel::BufferBytes(int begin, int end) const {
+  uint64_t t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].buffer_bytes;
   return t;
 }
 

@@ -84,8 +84,15 @@ class CostModel {
   // Bytes of the pack's live-outs read by vLayers at or after `end`.
   uint64_t PackOutputBytes(int begin, int end, int microbatch) const;
 
+  // Bytes of the activations produced in [producer_begin, producer_end) and
+  // read in [consumer_begin, consumer_end), each tensor once. The producer
+  // range [-1, 0) means forward's own arguments (the data).
+  uint64_t CrossBytes(int producer_begin, int producer_end, int consumer_begin,
+                      int consumer_end, int microbatch) const;
+
   // Sums over [begin, end).
-  uint64_t WeightBytes(int begin, int end) const;
+  uint64_t WeightBytes(int begin, int end) const;  // Parameters and buffers.
+  uint64_t BufferBytes(int begin, int end) const;
   uint64_t GradientBytes(int begin, int end) const;
   uint64_t OptimizerStateBytes(int begin, int end) const;
   double UpdateSeconds(int begin, int end) const;

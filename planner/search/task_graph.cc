@@ -1,0 +1,498 @@
+#include "planner/search/task_graph.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+
+namespace harmony::planner {
+namespace {
+
+absl::Status Invalid(absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid configuration: ", why));
+}
+
+absl::Status CheckCovers(const Packing& packs, int begin, int end,
+                         absl::string_view what) {
+  int at = begin;
+  for (const PackRange& p : packs) {
+    if (p.begin != at || p.end <= p.begin) {
+      return Invalid(absl::StrCat(what, " ", PackingString(packs),
+                                  " must cover vLayers [", begin, ", ", end,
+                                  ") contiguously"));
+    }
+    at = p.end;
+  }
+  if (at != end) {
+    return Invalid(absl::StrCat(what, " ", PackingString(packs),
+                                " must cover vLayers [", begin, ", ", end, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConfig(const CostModel& m, const Config& c) {
+  if (c.num_devices < 1) return Invalid("at least one device is needed");
+  if (c.minibatch < 1) return Invalid("the minibatch must be at least 1");
+  if (c.backward_microbatch < 1 || c.forward_microbatch < c.backward_microbatch) {
+    return Invalid(absl::StrCat("microbatch sizes must satisfy U_f >= U_b >= 1, got U_f ",
+                                c.forward_microbatch, " and U_b ",
+                                c.backward_microbatch));
+  }
+  if (c.backward_packs.empty()) return Invalid("there are no backward packs");
+  if (auto s = CheckCovers(c.backward_packs, 0, m.num_layers(), "backward packs"); !s.ok()) {
+    return s;
+  }
+  const int fused = c.backward_packs.back().begin;
+  if (fused == 0) {
+    if (!c.forward_packs.empty()) {
+      return Invalid("with one backward pack there are no forward packs");
+    }
+  } else if (auto s = CheckCovers(c.forward_packs, 0, fused, "forward packs"); !s.ok()) {
+    return s;
+  }
+  if (c.mode == Mode::kVdp && c.minibatch < c.num_devices) {
+    return Invalid(absl::StrCat("vDP needs at least one sample per device: minibatch ",
+                                c.minibatch, " for ", c.num_devices, " devices"));
+  }
+  return absl::OkStatus();
+}
+
+// Builds transfers between tasks of one device's sample share.
+class Builder {
+ public:
+  Builder(const CostModel& m, const Config& c, TaskGraph* g) : m_(m), c_(c), g_(*g) {}
+
+  int AddTask(TaskKind kind, int pack, PackRange range, int device,
+              std::vector<Microbatch> mbs, bool fused) {
+    Task t;
+    t.id = static_cast<int>(g_.tasks.size());
+    t.kind = kind;
+    t.pack = pack;
+    t.vlayers = range;
+    t.device = device;
+    t.microbatches = std::move(mbs);
+    t.fused_loss = fused;
+    g_.tasks.push_back(std::move(t));
+    return g_.tasks.back().id;
+  }
+
+  // Sends from task `from` to task `to` the tensors vLayers `producer` make
+  // and vLayers `consumer` read (forward: activations, from producer to
+  // consumer; backward: their gradients, from consumer to producer). Per
+  // microbatch, through the host when the two tasks' microbatches differ.
+  void Link(int from, int to, PackRange producer, PackRange consumer) {
+    Task& a = g_.tasks[from];
+    Task& b = g_.tasks[to];
+    const bool aligned = a.microbatches.size() == b.microbatches.size() &&
+                         a.microbatches.front().size == b.microbatches.front().size;
+    const Channel channel =
+        (a.device != b.device && aligned) ? Channel::kPeer : Channel::kHost;
+    auto bytes_at = [&](int size) {
+      return m_.CrossBytes(producer.begin, producer.end, consumer.begin, consumer.end, size);
+    };
+    if (bytes_at(1) == 0 && bytes_at(2) == 0) return;
+    for (const Microbatch& mb : a.microbatches) {
+      Transfer t{TransferKind::kActivationsOut, channel, a.vlayers, mb.index,
+                 channel == Channel::kPeer ? b.device : -1, to, bytes_at(mb.size)};
+      a.transfers.push_back(t);
+    }
+    for (const Microbatch& mb : b.microbatches) {
+      Transfer t{TransferKind::kActivationsIn, channel, b.vlayers, mb.index,
+                 channel == Channel::kPeer ? a.device : -1, from, bytes_at(mb.size)};
+      b.transfers.push_back(t);
+    }
+    AddDependency(to, from);
+  }
+
+  void DataIn(int task) {
+    Task& t = g_.tasks[task];
+    for (const Microbatch& mb : t.microbatches) {
+      uint64_t bytes = m_.CrossBytes(-1, 0, t.vlayers.begin, t.vlayers.end, mb.size);
+      if (bytes == 0) continue;
+      t.transfers.push_back(
+          {TransferKind::kDataIn, Channel::kHost, t.vlayers, mb.index, -1, -1, bytes});
+    }
+  }
+
+  // The stash of backward pack `bwd`'s input: out at forward time by `fwd`,
+  // in by the backward task `back`.
+  void Stash(int fwd, int back) {
+    Task& f = g_.tasks[fwd];
+    Task& b = g_.tasks[back];
+    const PackRange r = b.vlayers;
+    // Everything the pack reads from earlier vLayers (data is re-read).
+    auto bytes_at = [&](int size) { return m_.CrossBytes(0, r.begin, r.begin, r.end, size); };
+    for (const Microbatch& mb : f.microbatches) {
+      f.transfers.push_back({TransferKind::kStashOut, Channel::kHost, r, mb.index, -1,
+                             back, bytes_at(mb.size)});
+    }
+    for (const Microbatch& mb : b.microbatches) {
+      b.transfers.push_back({TransferKind::kStashIn, Channel::kHost, r, mb.index, -1, fwd,
+                             bytes_at(mb.size)});
+    }
+    AddDependency(back, fwd);
+  }
+
+  // Weight swaps along each device's task list: every task swaps its
+  // weights in, prefetched during the device's previous task; a device's
+  // last forward task keeps them for its first backward task on the same
+  // pack range.
+  void Weights() {
+    for (int d = 0; d < c_.num_devices; ++d) {
+      std::vector<int> list = g_.DeviceTasks(d);
+      for (size_t i = 0; i < list.size(); ++i) {
+        Task& t = g_.tasks[list[i]];
+        const uint64_t bytes = m_.WeightBytes(t.vlayers.begin, t.vlayers.end);
+        if (i > 0) {
+          Task& prev = g_.tasks[list[i - 1]];
+          if (prev.kind == TaskKind::kForward && t.kind == TaskKind::kBackward &&
+              prev.vlayers == t.vlayers) {
+            prev.transfers.push_back({TransferKind::kKeepResident, Channel::kLocal,
+                                      t.vlayers, -1, d, t.id, bytes});
+            continue;
+          }
+          prev.transfers.push_back({TransferKind::kPrefetchWeights, Channel::kHost,
+                                    t.vlayers, -1, -1, t.id, bytes});
+        }
+        t.transfers.insert(t.transfers.begin(),
+                           Transfer{TransferKind::kWeightsIn, Channel::kHost, t.vlayers,
+                                    -1, -1, i > 0 ? list[i - 1] : -1, bytes});
+      }
+    }
+  }
+
+  void AddDependency(int task, int on) {
+    auto& deps = g_.tasks[task].depends_on;
+    if (std::find(deps.begin(), deps.end(), on) == deps.end()) deps.push_back(on);
+  }
+
+ private:
+  const CostModel& m_;
+  const Config& c_;
+  TaskGraph& g_;
+};
+
+std::vector<Microbatch> Indexed(std::vector<Microbatch> mbs) {
+  for (size_t i = 0; i < mbs.size(); ++i) mbs[i].index = static_cast<int>(i);
+  return mbs;
+}
+
+void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
+  Builder b(m, c, &g);
+  const std::vector<Microbatch> fmb = SplitMicrobatches(0, c.minibatch, c.forward_microbatch);
+  const std::vector<Microbatch> bmb = SplitMicrobatches(0, c.minibatch, c.backward_microbatch);
+  const int nf = static_cast<int>(c.forward_packs.size());
+  const int nb = static_cast<int>(c.backward_packs.size());
+  int slot = 0;  // Round-robin position over the devices.
+  std::vector<int> fwd(nf), bwd(nb), upd(nb);
+  for (int p = 0; p < nf; ++p) {
+    fwd[p] = b.AddTask(TaskKind::kForward, p, c.forward_packs[p], slot++ % c.num_devices,
+                       fmb, false);
+  }
+  for (int q = nb - 1; q >= 0; --q) {
+    bwd[q] = b.AddTask(TaskKind::kBackward, q, c.backward_packs[q], slot++ % c.num_devices,
+                       bmb, q == nb - 1);
+    upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], g.tasks[bwd[q]].device,
+                       {}, false);
+  }
+  // Forward: data, activations from earlier forward packs, stashes.
+  for (int p = 0; p < nf; ++p) {
+    b.DataIn(fwd[p]);
+    for (int i = 0; i < p; ++i) b.Link(fwd[i], fwd[p], c.forward_packs[i], c.forward_packs[p]);
+  }
+  for (int q = 0; q < nb; ++q) {
+    const PackRange r = c.backward_packs[q];
+    b.DataIn(bwd[q]);
+    if (q == nb - 1) {
+      // The fused pack reads the forward packs' outputs directly.
+      for (int i = 0; i < nf; ++i) b.Link(fwd[i], bwd[q], c.forward_packs[i], r);
+    } else {
+      // Stashed at forward time by the forward task holding its first vLayer.
+      for (int p = 0; p < nf; ++p) {
+        const PackRange f = c.forward_packs[p];
+        if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) b.Stash(fwd[p], bwd[q]);
+      }
+    }
+    // Gradients of its outputs from later backward packs.
+    for (int later = q + 1; later < nb; ++later) {
+      b.Link(bwd[later], bwd[q], r, c.backward_packs[later]);
+    }
+    // Gradients, and buffers the pass updated (BatchNorm statistics).
+    g.tasks[bwd[q]].transfers.push_back(
+        {TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, upd[q],
+         m.GradientBytes(r.begin, r.end) + m.BufferBytes(r.begin, r.end)});
+    b.AddDependency(upd[q], bwd[q]);
+  }
+  b.Weights();
+}
+
+void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
+  Builder b(m, c, &g);
+  const int n = c.num_devices;
+  const int nf = static_cast<int>(c.forward_packs.size());
+  const int nb = static_cast<int>(c.backward_packs.size());
+  // Device d's share of the minibatch; the first (D mod N) get one more.
+  std::vector<int> share_begin(n), share_size(n);
+  for (int d = 0, at = 0; d < n; ++d) {
+    share_size[d] = c.minibatch / n + (d < c.minibatch % n ? 1 : 0);
+    share_begin[d] = at;
+    at += share_size[d];
+  }
+  std::vector<std::vector<int>> fwd(nf, std::vector<int>(n)), bwd(nb, std::vector<int>(n));
+  std::vector<int> upd(nb);
+  for (int p = 0; p < nf; ++p) {
+    for (int d = 0; d < n; ++d) {
+      fwd[p][d] = b.AddTask(TaskKind::kForward, p, c.forward_packs[p], d,
+                            Indexed(SplitMicrobatches(share_begin[d], share_size[d],
+                                                      c.forward_microbatch)),
+                            false);
+    }
+  }
+  for (int q = nb - 1; q >= 0; --q) {
+    for (int d = 0; d < n; ++d) {
+      bwd[q][d] = b.AddTask(TaskKind::kBackward, q, c.backward_packs[q], d,
+                            Indexed(SplitMicrobatches(share_begin[d], share_size[d],
+                                                      c.backward_microbatch)),
+                            q == nb - 1);
+    }
+    upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], 0, {}, false);
+  }
+  for (int d = 0; d < n; ++d) {
+    for (int p = 0; p < nf; ++p) {
+      b.DataIn(fwd[p][d]);
+      for (int i = 0; i < p; ++i) {
+        b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p]);
+      }
+    }
+    for (int q = 0; q < nb; ++q) {
+      const PackRange r = c.backward_packs[q];
+      b.DataIn(bwd[q][d]);
+      if (q == nb - 1) {
+        for (int i = 0; i < nf; ++i) b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r);
+      } else {
+        for (int p = 0; p < nf; ++p) {
+          const PackRange f = c.forward_packs[p];
+          if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) {
+            b.Stash(fwd[p][d], bwd[q][d]);
+          }
+        }
+      }
+      for (int later = q + 1; later < nb; ++later) {
+        b.Link(bwd[later][d], bwd[q][d], r, c.backward_packs[later]);
+      }
+    }
+  }
+  // Gradients summed across devices (ring all-reduce: each device sends
+  // and receives 2(N-1)/N of them), then one copy goes to the host.
+  for (int q = 0; q < nb; ++q) {
+    const PackRange r = c.backward_packs[q];
+    const uint64_t grads = m.GradientBytes(r.begin, r.end);
+    const uint64_t buffers = m.BufferBytes(r.begin, r.end);
+    for (int d = 0; d < n; ++d) {
+      Task& t = g.tasks[bwd[q][d]];
+      if (n > 1) {
+        t.transfers.push_back({TransferKind::kGradientReduce, Channel::kPeer, r, -1, -1,
+                               -1, grads * 2 * (n - 1) / n});
+      }
+      if (d == 0) {
+        t.transfers.push_back({TransferKind::kGradientsOut, Channel::kHost, r, -1, -1,
+                               upd[q], grads + buffers});
+      }
+      b.AddDependency(upd[q], bwd[q][d]);
+    }
+  }
+  b.Weights();
+}
+
+}  // namespace
+
+std::vector<int> TaskGraph::DeviceTasks(int device) const {
+  std::vector<int> out;
+  for (const Task& t : tasks) {
+    if (t.device == device && t.kind != TaskKind::kUpdate) out.push_back(t.id);
+  }
+  return out;
+}
+
+std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int size) {
+  std::vector<Microbatch> out;
+  for (int at = 0; at < samples; at += size) {
+    out.push_back({static_cast<int>(out.size()), first_sample + at,
+                   std::min(size, samples - at)});
+  }
+  return out;
+}
+
+absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& config) {
+  if (auto s = CheckConfig(model, config); !s.ok()) return s;
+  if (config.schedule != Schedule::kHarmony) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", ScheduleName(config.schedule), " schedule is not built yet"));
+  }
+  TaskGraph g;
+  g.config = config;
+  if (config.mode == Mode::kVpp) {
+    BuildVpp(model, config, g);
+  } else {
+    BuildVdp(model, config, g);
+  }
+  return g;
+}
+
+absl::Status ValidateTaskGraph(const CostModel& m, const TaskGraph& g) {
+  const Config& c = g.config;
+  if (auto s = CheckConfig(m, c); !s.ok()) return s;
+  auto fail = [](const Task& t, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", t.id, " (", TaskKindName(t.kind), " of pack ", t.pack, "): ", why));
+  };
+  const int nb = static_cast<int>(c.backward_packs.size());
+  const int nf = static_cast<int>(c.forward_packs.size());
+  // Samples seen per (phase, pack); updates per pack.
+  std::map<std::pair<int, int>, std::vector<int>> samples;
+  std::vector<int> updates(nb, 0);
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    if (t.id != static_cast<int>(i)) return fail(t, "ids must follow the global order");
+    for (int dep : t.depends_on) {
+      if (dep < 0 || dep >= t.id) return fail(t, absl::StrCat("depends on a later task ", dep));
+    }
+    if (t.device < 0 || t.device >= c.num_devices) return fail(t, "no such device");
+    const Packing& packs = t.kind == TaskKind::kForward ? c.forward_packs : c.backward_packs;
+    if (t.pack < 0 || t.pack >= static_cast<int>(packs.size()) ||
+        !(packs[t.pack] == t.vlayers)) {
+      return fail(t, "its vLayers are not its pack's");
+    }
+    if (t.kind == TaskKind::kUpdate) {
+      updates[t.pack]++;
+      continue;
+    }
+    if (t.fused_loss != (t.kind == TaskKind::kBackward && t.pack == nb - 1)) {
+      return fail(t, "only the last backward pack fuses forward, loss and backward");
+    }
+    auto& seen = samples[{t.kind == TaskKind::kForward ? 0 : 1, t.pack}];
+    if (seen.empty()) seen.assign(c.minibatch, 0);
+    for (const Microbatch& mb : t.microbatches) {
+      if (mb.size < 1 || mb.offset < 0 || mb.offset + mb.size > c.minibatch) {
+        return fail(t, "a microbatch lies outside the minibatch");
+      }
+      for (int s = mb.offset; s < mb.offset + mb.size; ++s) seen[s]++;
+    }
+  }
+  for (const auto& [key, seen] : samples) {
+    for (int s = 0; s < c.minibatch; ++s) {
+      if (seen[s] != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            key.first == 0 ? "forward" : "backward", " pack ", key.second,
+            " processes sample ", s, " ", seen[s], " times (expected once)"));
+      }
+    }
+  }
+  for (int p = 0; p < nf; ++p) {
+    if (!samples.count({0, p})) {
+      return absl::InvalidArgumentError(absl::StrCat("forward pack ", p, " has no task"));
+    }
+  }
+  for (int q = 0; q < nb; ++q) {
+    if (!samples.count({1, q})) {
+      return absl::InvalidArgumentError(absl::StrCat("backward pack ", q, " has no task"));
+    }
+    if (updates[q] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backward pack ", q, " has ", updates[q], " updates (expected 1)"));
+    }
+  }
+  // Every send has its receive with the same total bytes.
+  auto total = [](const Task& t, TransferKind kind, int peer) {
+    uint64_t bytes = 0;
+    bool any = false;
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == kind && x.peer_task == peer) {
+        bytes += x.bytes;
+        any = true;
+      }
+    }
+    return std::make_pair(any, bytes);
+  };
+  const std::vector<std::pair<TransferKind, TransferKind>> pairs = {
+      {TransferKind::kActivationsOut, TransferKind::kActivationsIn},
+      {TransferKind::kStashOut, TransferKind::kStashIn},
+  };
+  for (const Task& t : g.tasks) {
+    for (const auto& [out, in] : pairs) {
+      std::map<int, bool> peers;
+      for (const Transfer& x : t.transfers) {
+        if (x.kind == out) peers[x.peer_task] = true;
+      }
+      for (const auto& [peer, unused] : peers) {
+        if (peer < 0 || peer >= static_cast<int>(g.tasks.size())) {
+          return fail(t, absl::StrCat(TransferKindName(out), " to no task"));
+        }
+        const auto sent = total(t, out, peer);
+        const auto got = total(g.tasks[peer], in, t.id);
+        if (!got.first || got.second != sent.second) {
+          return fail(t, absl::StrCat(TransferKindName(out), " of ", sent.second,
+                                      " bytes to task ", peer, " is received as ",
+                                      got.second, " bytes"));
+        }
+      }
+    }
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kPrefetchWeights) {
+        if (x.peer_task <= t.id || x.peer_task >= static_cast<int>(g.tasks.size())) {
+          return fail(t, "prefetches the weights of no later task");
+        }
+        const auto in = total(g.tasks[x.peer_task], TransferKind::kWeightsIn, t.id);
+        if (!in.first || in.second != x.bytes) {
+          return fail(t, absl::StrCat("prefetch for task ", x.peer_task,
+                                      " does not match its weight swap-in"));
+        }
+      }
+      if (x.kind == TransferKind::kGradientsOut &&
+          (x.peer_task < 0 || g.tasks[x.peer_task].kind != TaskKind::kUpdate)) {
+        return fail(t, "sends gradients to no update");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string TaskKindName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kForward: return "forward";
+    case TaskKind::kBackward: return "backward";
+    case TaskKind::kUpdate: return "update";
+  }
+  return "?";
+}
+
+std::string TransferKindName(TransferKind kind) {
+  switch (kind) {
+    case TransferKind::kWeightsIn: return "weights-in";
+    case TransferKind::kPrefetchWeights: return "prefetch-weights";
+    case TransferKind::kGradientsOut: return "gradients-out";
+    case TransferKind::kActivationsIn: return "activations-in";
+    case TransferKind::kActivationsOut: return "activations-out";
+    case TransferKind::kStashOut: return "stash-out";
+    case TransferKind::kStashIn: return "stash-in";
+    case TransferKind::kKeepResident: return "keep-resident";
+    case TransferKind::kGradientReduce: return "gradient-reduce";
+    case TransferKind::kDataIn: return "data-in";
+  }
+  return "?";
+}
+
+std::string ModeName(Mode mode) { return mode == Mode::kVpp ? "vpp" : "vdp"; }
+
+std::string ScheduleName(Schedule s) {
+  switch (s) {
+    case Schedule::kHarmony: return "harmony";
+    case Schedule::kOndemand: return "ondemand";
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::kDpSwap: return "dp-swap";
+  }
+  return "?";
+}
+
+}  // namespace harmony::planner

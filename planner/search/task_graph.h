@@ -1,0 +1,125 @@
+// The task graph of one training iteration (DESIGN.md §5): what each device
+// runs, in order, with every swap and transfer it makes and their sizes.
+//
+// Harmony's order: the forward tasks of all forward packs in pack order,
+// then for each backward pack in reverse, its backward task immediately
+// followed by its update (on the host's CPU optimizer). The last backward
+// pack fuses forward, loss and backward. A task runs all its microbatches
+// while the pack's weights are resident (input-batch grouping).
+//
+// vPP places the GPU tasks (forwards, then backwards) round-robin over the
+// devices; activations go device-to-device where consecutive tasks are on
+// different devices, through the host otherwise; each backward pack's input
+// is stashed to the host at forward time. vDP gives every device every pack
+// over its share of the minibatch; activations hop through the host, and
+// gradients are summed across devices before the update. A device's last
+// forward pack stays resident into its first backward task when they are
+// the same pack. Every task lists its weight swap-in, and the task before it
+// on the same device lists the prefetch of those weights.
+//
+// Thread-safety: plain values.
+
+#ifndef HARMONY_PLANNER_SEARCH_TASK_GRAPH_H_
+#define HARMONY_PLANNER_SEARCH_TASK_GRAPH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/packing.h"
+
+namespace harmony::planner {
+
+enum class Mode { kVpp, kVdp };
+enum class Schedule { kHarmony, kOndemand, kGpipe, kDpSwap };
+
+struct Config {
+  Mode mode = Mode::kVpp;
+  Schedule schedule = Schedule::kHarmony;
+  int num_devices = 1;
+  uint64_t device_memory = 0;
+  int minibatch = 1;
+  int forward_microbatch = 1;   // U_f >= U_b.
+  int backward_microbatch = 1;
+  Packing forward_packs;   // Cover [0, last backward pack's begin).
+  Packing backward_packs;  // Cover every vLayer; the last fuses the loss.
+};
+
+enum class TaskKind { kForward, kBackward, kUpdate };
+
+enum class TransferKind {
+  kWeightsIn,
+  kPrefetchWeights,  // Of a later task on this device, during this one.
+  kGradientsOut,
+  kActivationsIn,    // Activations, or their gradients in backward.
+  kActivationsOut,
+  kStashOut,
+  kStashIn,
+  kKeepResident,
+  kGradientReduce,
+  kDataIn,
+};
+
+enum class Channel { kHost, kPeer, kLocal };
+
+struct Transfer {
+  TransferKind kind = TransferKind::kWeightsIn;
+  Channel channel = Channel::kHost;
+  PackRange vlayers;
+  int microbatch = -1;   // -1: all of the task's microbatches.
+  int peer_device = -1;  // -1: the host.
+  int peer_task = -1;
+  uint64_t bytes = 0;
+};
+
+struct Microbatch {
+  int index = 0;   // Position in the task's phase (forward or backward).
+  int offset = 0;  // First sample in the minibatch.
+  int size = 0;
+};
+
+struct Task {
+  int id = 0;  // Position in the iteration's global order.
+  TaskKind kind = TaskKind::kForward;
+  int pack = 0;  // Index into forward_packs or backward_packs.
+  PackRange vlayers;
+  int device = 0;  // For updates: whose gradients it applies.
+  std::vector<Microbatch> microbatches;
+  bool fused_loss = false;
+  std::vector<Transfer> transfers;
+  std::vector<int> depends_on;  // Beyond the order of the device's list.
+};
+
+struct TaskGraph {
+  Config config;
+  std::vector<Task> tasks;  // In global order; tasks[i].id == i.
+
+  // The device's forward/backward tasks in order (updates excluded).
+  std::vector<int> DeviceTasks(int device) const;
+};
+
+// Splits `samples` into microbatches of `size` (the last may be smaller).
+std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int size);
+
+// Builds Harmony's task graph for `config`. InvalidArgument when the config
+// is malformed (packs that do not cover the vLayers, U_f < U_b, more
+// devices than samples for vDP).
+absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& config);
+
+// Checks coverage (every vLayer in exactly one forward pack, except the
+// fused last backward pack's, and in exactly one backward pack), that every
+// send has its receive (same bytes, matching devices and tasks), that every
+// phase processes each sample of the minibatch exactly once, and that
+// dependencies point backwards. InvalidArgument naming the first problem.
+absl::Status ValidateTaskGraph(const CostModel& model, const TaskGraph& graph);
+
+std::string TaskKindName(TaskKind kind);
+std::string TransferKindName(TransferKind kind);
+std::string ModeName(Mode mode);
+std::string ScheduleName(Schedule schedule);
+
+}  // namespace harmony::planner
+
+#endif  // HARMONY_PLANNER_SEARCH_TASK_GRAPH_H_

@@ -1,0 +1,203 @@
+#include "planner/search/task_graph.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+#include "planner/search/testing/fake_profile.h"
+
+namespace harmony::planner {
+namespace {
+
+using testing::FakeProfileOptions;
+using testing::MakeFakeProfile;
+
+std::shared_ptr<const CostModel> Model(int layers) {
+  FakeProfileOptions o;
+  o.layers = layers;
+  return *CostModel::Create(MakeFakeProfile(o));
+}
+
+// Transfers of `kind` on task `t`.
+std::vector<Transfer> Of(const Task& t, TransferKind kind) {
+  std::vector<Transfer> out;
+  for (const Transfer& x : t.transfers) {
+    if (x.kind == kind) out.push_back(x);
+  }
+  return out;
+}
+
+// The peer task of the first transfer of `kind`, or -100 when there is none.
+int PeerOf(const Task& t, TransferKind kind) {
+  std::vector<Transfer> of = Of(t, kind);
+  return of.empty() ? -100 : of.front().peer_task;
+}
+
+Channel ChannelOf(const Task& t, TransferKind kind) {
+  std::vector<Transfer> of = Of(t, kind);
+  return of.empty() ? Channel::kLocal : of.front().channel;
+}
+
+// The example of reference/harmony-original.md §2: N = 2, backward packs
+// [0-3] [4-7] [8-11], forward packs [0-3] [4-7], U = 2, D = 4.
+Config HandWorkedVpp() {
+  Config c;
+  c.mode = Mode::kVpp;
+  c.num_devices = 2;
+  c.minibatch = 4;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 4}, {4, 8}};
+  c.backward_packs = {{0, 4}, {4, 8}, {8, 12}};
+  return c;
+}
+
+TEST(TaskGraphTest, HandWorkedVppExample) {
+  auto m = Model(12);
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, HandWorkedVpp());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  const auto& t = g->tasks;
+  ASSERT_EQ(t.size(), 8u);
+  // Order, kinds, packs and devices: t0 F[0-3]@0, t1 F[4-7]@1, t2 B[8-11]@0
+  // (fused), t3 U, t4 B[4-7]@1, t5 U, t6 B[0-3]@0, t7 U.
+  const std::vector<std::tuple<TaskKind, int, int>> expected = {
+      {TaskKind::kForward, 0, 0},  {TaskKind::kForward, 4, 1},
+      {TaskKind::kBackward, 8, 0}, {TaskKind::kUpdate, 8, 0},
+      {TaskKind::kBackward, 4, 1}, {TaskKind::kUpdate, 4, 1},
+      {TaskKind::kBackward, 0, 0}, {TaskKind::kUpdate, 0, 0}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(t[i].kind, std::get<0>(expected[i])) << i;
+    EXPECT_EQ(t[i].vlayers.begin, std::get<1>(expected[i])) << i;
+    EXPECT_EQ(t[i].device, std::get<2>(expected[i])) << i;
+  }
+  EXPECT_TRUE(t[2].fused_loss);
+  EXPECT_EQ(t[0].microbatches.size(), 2u);
+
+  // t0: data in, activations to t1 device-to-device per microbatch,
+  // prefetch of t2's weights.
+  EXPECT_EQ(Of(t[0], TransferKind::kDataIn).size(), 2u);
+  auto out0 = Of(t[0], TransferKind::kActivationsOut);
+  ASSERT_EQ(out0.size(), 2u);
+  EXPECT_EQ(out0[0].channel, Channel::kPeer);
+  EXPECT_EQ(out0[0].peer_device, 1);
+  EXPECT_EQ(out0[0].peer_task, 1);
+  EXPECT_EQ(out0[0].bytes, 2 * 1024u);  // One vLayer output, 2 samples.
+  auto prefetch0 = Of(t[0], TransferKind::kPrefetchWeights);
+  ASSERT_EQ(prefetch0.size(), 1u);
+  EXPECT_EQ(prefetch0[0].peer_task, 2);
+  EXPECT_EQ(prefetch0[0].bytes, 4u << 20);
+
+  // t1: stashes backward pack [4-7]'s input for t4, sends to the fused t2,
+  // and keeps its weights for t4 (same pack, next on device 1).
+  auto stash = Of(t[1], TransferKind::kStashOut);
+  ASSERT_EQ(stash.size(), 2u);
+  EXPECT_EQ(stash[0].peer_task, 4);
+  EXPECT_EQ(PeerOf(t[1], TransferKind::kActivationsOut), 2);
+  auto keep = Of(t[1], TransferKind::kKeepResident);
+  ASSERT_EQ(keep.size(), 1u);
+  EXPECT_EQ(keep[0].peer_task, 4);
+  EXPECT_TRUE(Of(t[4], TransferKind::kWeightsIn).empty());
+
+  // t2 (fused): weights in, activations from t1, gradients to t4 and its
+  // own gradients to update t3; prefetches t6.
+  EXPECT_EQ(Of(t[2], TransferKind::kWeightsIn).size(), 1u);
+  EXPECT_EQ(PeerOf(t[2], TransferKind::kActivationsIn), 1);
+  EXPECT_EQ(PeerOf(t[2], TransferKind::kActivationsOut), 4);
+  auto grads = Of(t[2], TransferKind::kGradientsOut);
+  ASSERT_EQ(grads.size(), 1u);
+  EXPECT_EQ(grads[0].peer_task, 3);
+  EXPECT_EQ(grads[0].bytes, 4u << 20);
+  EXPECT_EQ(PeerOf(t[2], TransferKind::kPrefetchWeights), 6);
+
+  // t4: stash in from t1, gradients in from t2, out to t6.
+  EXPECT_EQ(PeerOf(t[4], TransferKind::kStashIn), 1);
+  EXPECT_EQ(PeerOf(t[4], TransferKind::kActivationsOut), 6);
+  // t6: the first pack recomputes from the data, no stash.
+  EXPECT_TRUE(Of(t[6], TransferKind::kStashIn).empty());
+  EXPECT_EQ(Of(t[6], TransferKind::kDataIn).size(), 2u);
+  EXPECT_TRUE(Of(t[6], TransferKind::kActivationsOut).empty());
+  // Updates follow their backward task.
+  EXPECT_EQ(t[3].depends_on, std::vector<int>{2});
+}
+
+TEST(TaskGraphTest, VdpEveryDeviceRunsEveryPackOnItsShare) {
+  auto m = Model(6);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.minibatch = 5;  // Shares 3 and 2.
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 3}};
+  c.backward_packs = {{0, 3}, {3, 6}};
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  // F@0, F@1, B1@0, B1@1, U1, B0@0, B0@1, U0.
+  ASSERT_EQ(g->tasks.size(), 8u);
+  const Task& f0 = g->tasks[0];
+  const Task& f1 = g->tasks[1];
+  ASSERT_EQ(f0.microbatches.size(), 2u);  // Samples 0-1, 2.
+  EXPECT_EQ(f0.microbatches[1].offset, 2);
+  EXPECT_EQ(f0.microbatches[1].size, 1);
+  ASSERT_EQ(f1.microbatches.size(), 1u);  // Samples 3-4.
+  EXPECT_EQ(f1.microbatches[0].offset, 3);
+  // Activations between packs on the same device go through the host.
+  EXPECT_EQ(ChannelOf(f0, TransferKind::kActivationsOut), Channel::kHost);
+  // Each backward task reduces its gradients; only device 0 sends them out.
+  for (int i : {2, 3, 5, 6}) {
+    const Task& b = g->tasks[i];
+    EXPECT_EQ(Of(b, TransferKind::kGradientReduce).size(), 1u) << i;
+    EXPECT_EQ(Of(b, TransferKind::kGradientsOut).size(), b.device == 0 ? 1u : 0u) << i;
+  }
+  EXPECT_EQ(g->tasks[4].kind, TaskKind::kUpdate);
+  EXPECT_EQ(g->tasks[4].depends_on, (std::vector<int>{2, 3}));
+}
+
+TEST(TaskGraphTest, ValidatorCatchesBrokenGraphs) {
+  auto m = Model(12);
+  TaskGraph good = *BuildTaskGraph(*m, HandWorkedVpp());
+
+  TaskGraph lost = good;  // A receive goes missing.
+  auto& in = lost.tasks[1].transfers;
+  in.erase(std::remove_if(in.begin(), in.end(), [](const Transfer& x) {
+             return x.kind == TransferKind::kActivationsIn;
+           }),
+           in.end());
+  absl::Status s = ValidateTaskGraph(*m, lost);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("task 0"), std::string::npos) << s;
+
+  TaskGraph twice = good;  // A sample processed twice.
+  twice.tasks[0].microbatches[1].offset = 0;
+  s = ValidateTaskGraph(*m, twice);
+  EXPECT_NE(s.message().find("processes sample 0 2 times"), std::string::npos) << s;
+
+  TaskGraph wrong = good;  // A task on a pack that is not its own.
+  wrong.tasks[4].vlayers = {0, 4};
+  EXPECT_FALSE(ValidateTaskGraph(*m, wrong).ok());
+
+  Config gaps = HandWorkedVpp();
+  gaps.backward_packs = {{0, 4}, {5, 12}};
+  EXPECT_EQ(BuildTaskGraph(*m, gaps).status().code(), absl::StatusCode::kInvalidArgument);
+  Config inverted = HandWorkedVpp();
+  inverted.forward_microbatch = 1;
+  EXPECT_NE(BuildTaskGraph(*m, inverted).status().message().find("U_f >= U_b"),
+            std::string::npos);
+}
+
+TEST(TaskGraphTest, DifferentMicrobatchSizesGoThroughTheHost) {
+  auto m = Model(12);
+  Config c = HandWorkedVpp();
+  c.forward_microbatch = 4;  // One forward microbatch, two backward ones.
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  auto to_fused = Of(g->tasks[1], TransferKind::kActivationsOut);
+  ASSERT_EQ(to_fused.size(), 1u);
+  EXPECT_EQ(to_fused[0].channel, Channel::kHost);
+  EXPECT_EQ(Of(g->tasks[2], TransferKind::kActivationsIn).size(), 2u);
+}
+
+}  // namespace
+}  // namespace harmony::planner
