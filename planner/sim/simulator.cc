@@ -1,0 +1,425 @@
+#include "planner/sim/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace harmony::planner {
+namespace {
+
+enum Link { kNoLink = -1, kToDevice = 0, kToHost = 1 };
+
+struct Op {
+  int device = 0;  // -1: host CPU.
+  Stream stream = kCompute;
+  Link link = kNoLink;
+  double duration = 0;
+  std::vector<int> deps;
+  std::string name;
+  double start = -1;
+  double end = -1;
+};
+
+// Memory held on a device from the start of one op to the end of another.
+struct Hold {
+  int device;
+  uint64_t bytes;
+  int from_op;      // Allocated when this op starts...
+  int until_op;     // ...freed when this op ends.
+};
+
+class Sim {
+ public:
+  Sim(const CostModel& m, const TaskGraph& g) : m_(m), g_(g), c_(g.config) {
+    const LinkBandwidths& bw = m.bandwidths();
+    const bool shared = c_.num_devices > 1;
+    to_device_bw_ = shared ? std::min(bw.host_to_device, bw.host_all_devices)
+                           : bw.host_to_device;
+    to_host_bw_ = shared ? std::min(bw.device_to_host, bw.host_all_devices)
+                         : bw.device_to_host;
+    peer_bw_ = bw.peer;
+  }
+
+  absl::StatusOr<SimResult> Run(bool keep_events) {
+    Build();
+    if (auto s = Schedule(); !s.ok()) return s;
+    return Collect(keep_events);
+  }
+
+ private:
+  int Add(int device, Stream stream, Link link, double duration, std::vector<int> deps,
+          std::string name) {
+    Op op;
+    op.device = device;
+    op.stream = stream;
+    op.link = link;
+    op.duration = duration;
+    op.deps = std::move(deps);
+    op.name = std::move(name);
+    ops_.push_back(std::move(op));
+    const int id = static_cast<int>(ops_.size()) - 1;
+    queue_[{device, stream}].push_back(id);
+    return id;
+  }
+
+  static std::vector<const Transfer*> Find(const Task& t, TransferKind kind, int mb) {
+    std::vector<const Transfer*> out;
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == kind && x.microbatch == mb) out.push_back(&x);
+    }
+    return out;
+  }
+
+  static bool Aligned(const Task& a, const Task& b) {
+    return a.microbatches.size() == b.microbatches.size() &&
+           a.microbatches.front().size == b.microbatches.front().size;
+  }
+
+  // The ops of task `producer` that send `kind` to `consumer`, for the
+  // consumer's microbatch `mb` (all of them when microbatches differ).
+  std::vector<int> Sends(int producer, TransferKind kind, int consumer, int mb) {
+    std::vector<int> out;
+    const bool aligned = Aligned(g_.tasks[producer], g_.tasks[consumer]);
+    auto it = sends_.find({producer, static_cast<int>(kind), consumer});
+    if (it == sends_.end()) return out;
+    for (const auto& [m, op] : it->second) {
+      if (!aligned || m == mb) out.push_back(op);
+    }
+    return out;
+  }
+
+  void Build() {
+    const int n = static_cast<int>(g_.tasks.size());
+    first_compute_.assign(n, -1);
+    weight_op_.assign(n, -1);
+    end_ops_.assign(n, {});
+    std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
+    std::map<int, int> kept_for;                     // Task -> who kept its weights.
+    for (const Task& t : g_.tasks) {
+      for (const Transfer& x : t.transfers) {
+        if (x.kind == TransferKind::kKeepResident) kept_for[x.peer_task] = t.id;
+      }
+    }
+    // Collective reductions: pack -> per device last compute.
+    std::map<int, std::vector<int>> reduce_waiting;
+    for (const Task& t : g_.tasks) {
+      const int d = t.device;
+      const std::string label = absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-",
+                                             t.vlayers.end - 1);
+      if (t.kind == TaskKind::kUpdate) {
+        Add(-1, kCompute, kNoLink, m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end),
+            gradients_out[t.id], label);
+        continue;
+      }
+      // Weights: swapped in, during the previous task when it prefetches.
+      for (const Transfer* w : Find(t, TransferKind::kWeightsIn, -1)) {
+        std::vector<int> deps;
+        if (w->peer_task >= 0) {
+          const int prev = w->peer_task;
+          deps.push_back(weight_op_[prev] >= 0 ? weight_op_[prev] : first_compute_[prev]);
+        }
+        weight_op_[t.id] = Add(d, kSwapIn, kToDevice, w->bytes / to_device_bw_, deps,
+                               absl::StrCat("weights in ", label));
+        holds_.push_back({d, w->bytes, weight_op_[t.id], -(t.id + 1)});
+        weights_holder_[t.id] = static_cast<int>(holds_.size()) - 1;
+      }
+      if (weight_op_[t.id] < 0 && kept_for.count(t.id)) {
+        // Kept resident by the previous task on the device: extend its hold.
+        auto it = weights_holder_.find(kept_for[t.id]);
+        if (it != weights_holder_.end()) {
+          holds_[it->second].until_op = -(t.id + 1);
+          weights_holder_[t.id] = it->second;
+        }
+      }
+      int last_compute = -1;
+      for (const Microbatch& mb : t.microbatches) {
+        std::vector<int> inputs;
+        uint64_t in_bytes = 0;
+        int first_in = -1;
+        for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
+          const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, {},
+                             absl::StrCat("data in ", label, " #", mb.index));
+          inputs.push_back(op);
+          in_bytes += x->bytes;
+          if (first_in < 0) first_in = op;
+        }
+        for (TransferKind kind : {TransferKind::kActivationsIn, TransferKind::kStashIn}) {
+          const TransferKind send = kind == TransferKind::kActivationsIn
+                                        ? TransferKind::kActivationsOut
+                                        : TransferKind::kStashOut;
+          for (const Transfer* x : Find(t, kind, mb.index)) {
+            std::vector<int> from = Sends(x->peer_task, send, t.id, mb.index);
+            in_bytes += x->bytes;
+            if (x->channel == Channel::kPeer) {
+              inputs.insert(inputs.end(), from.begin(), from.end());
+              if (first_in < 0 && !from.empty()) first_in = from.front();
+              continue;
+            }
+            const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, from,
+                               absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
+                                                                           : "activations in ",
+                                            label, " #", mb.index));
+            inputs.push_back(op);
+            if (first_in < 0) first_in = op;
+          }
+        }
+        std::vector<int> deps = inputs;
+        if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
+        const double seconds =
+            t.kind == TaskKind::kForward
+                ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
+                : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
+        const int compute = Add(d, kCompute, kNoLink, seconds, deps,
+                                absl::StrCat(label, " #", mb.index));
+        if (first_compute_[t.id] < 0) first_compute_[t.id] = compute;
+        last_compute = compute;
+        end_ops_[t.id].push_back(compute);
+        if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
+        // Working set while computing.
+        const int u = mb.size;
+        const uint64_t weights = m_.WeightBytes(t.vlayers.begin, t.vlayers.end);
+        uint64_t working = 0;
+        if (t.kind == TaskKind::kForward) {
+          const uint64_t mem = m_.ForwardMemory(t.vlayers.begin, t.vlayers.end, u);
+          working = mem > weights ? mem - weights : 0;
+        } else {
+          const uint64_t mem = m_.BackwardMemory(t.vlayers.begin, t.vlayers.end, u);
+          const uint64_t fixed = weights + m_.GradientBytes(t.vlayers.begin, t.vlayers.end) +
+                                 m_.PackInputBytes(t.vlayers.begin, t.vlayers.end, u);
+          working = mem > fixed ? mem - fixed : 0;
+        }
+        holds_.push_back({d, working, compute, compute});
+        // Outputs.
+        uint64_t out_bytes = 0;
+        int last_out = compute;
+        for (TransferKind kind : {TransferKind::kActivationsOut, TransferKind::kStashOut}) {
+          for (const Transfer* x : Find(t, kind, mb.index)) {
+            int op;
+            if (x->channel == Channel::kPeer) {
+              op = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {compute},
+                       absl::StrCat("to device ", x->peer_device, " ", label, " #",
+                                    mb.index));
+            } else {
+              op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {compute},
+                       absl::StrCat(kind == TransferKind::kStashOut ? "stash out "
+                                                                    : "activations out ",
+                                    label, " #", mb.index));
+            }
+            sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
+            out_bytes += x->bytes;
+            end_ops_[t.id].push_back(op);
+            last_out = op;
+          }
+        }
+        if (out_bytes > 0) holds_.push_back({d, out_bytes, compute, last_out});
+      }
+      if (t.kind != TaskKind::kBackward) continue;
+      const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
+      int grads_free = last_compute;
+      int reduce = -1;
+      for (const Transfer* x : Find(t, TransferKind::kGradientReduce, -1)) {
+        reduce = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {last_compute},
+                     absl::StrCat("reduce ", label));
+        reduce_waiting[t.pack].push_back(reduce);
+        grads_free = reduce;
+        end_ops_[t.id].push_back(reduce);
+      }
+      for (const Transfer* x : Find(t, TransferKind::kGradientsOut, -1)) {
+        std::vector<int> deps = {last_compute};
+        if (reduce >= 0) deps.push_back(reduce);
+        const int op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, deps,
+                           absl::StrCat("gradients out ", label));
+        gradients_out[x->peer_task].push_back(op);
+        grads_free = op;
+        end_ops_[t.id].push_back(op);
+      }
+      holds_.push_back({d, grads, first_compute_[t.id], grads_free});
+    }
+    // A reduction starts when every device has its gradients.
+    for (const auto& [pack, ops] : reduce_waiting) {
+      std::vector<int> computes;
+      for (int op : ops) computes.push_back(ops_[op].deps.front());
+      for (int op : ops) {
+        for (int c : computes) {
+          if (std::find(ops_[op].deps.begin(), ops_[op].deps.end(), c) == ops_[op].deps.end()) {
+            ops_[op].deps.push_back(c);
+          }
+        }
+      }
+    }
+  }
+
+  // List scheduling: repeatedly start, among the operations at the head of
+  // their stream whose dependencies are done, the one that can start first.
+  absl::Status Schedule() {
+    std::map<std::pair<int, int>, size_t> head;
+    std::map<std::pair<int, int>, double> stream_free;
+    double link_free[2] = {0, 0};
+    size_t done = 0;
+    while (done < ops_.size()) {
+      int best = -1;
+      double best_start = std::numeric_limits<double>::infinity();
+      for (const auto& [key, list] : queue_) {
+        const size_t h = head[key];
+        if (h >= list.size()) continue;
+        const int id = list[h];
+        const Op& op = ops_[id];
+        double start = stream_free[key];
+        bool ready = true;
+        for (int dep : op.deps) {
+          if (ops_[dep].end < 0) {
+            ready = false;
+            break;
+          }
+          start = std::max(start, ops_[dep].end);
+        }
+        if (!ready) continue;
+        if (op.link != kNoLink) start = std::max(start, link_free[op.link]);
+        if (start < best_start || (start == best_start && id < best)) {
+          best = id;
+          best_start = start;
+        }
+      }
+      if (best < 0) {
+        return absl::InternalError(
+            "the task graph cannot make progress (a dependency cycle)");
+      }
+      Op& op = ops_[best];
+      op.start = best_start;
+      op.end = best_start + op.duration;
+      const std::pair<int, int> key{op.device, op.stream};
+      stream_free[key] = op.end;
+      head[key]++;
+      if (op.link != kNoLink) link_free[op.link] = op.end;
+      ++done;
+    }
+    return absl::OkStatus();
+  }
+
+  double TaskEnd(int task) const {
+    double end = 0;
+    for (int op : end_ops_[task]) end = std::max(end, ops_[op].end);
+    return end;
+  }
+
+  SimResult Collect(bool keep_events) {
+    SimResult r;
+    r.busy.assign(c_.num_devices, {0, 0, 0, 0});
+    for (const Op& op : ops_) {
+      r.iteration_s = std::max(r.iteration_s, op.end);
+      if (op.device < 0) {
+        r.optimizer_busy_s += op.duration;
+      } else {
+        r.busy[op.device][op.stream] += op.duration;
+      }
+      if (keep_events) {
+        r.events.push_back({op.name, op.device, op.stream, op.start, op.end});
+      }
+    }
+    // Memory: sweep allocation and free events per device (frees first at
+    // equal times).
+    std::vector<std::vector<std::pair<double, int64_t>>> events(c_.num_devices);
+    for (const Hold& h : holds_) {
+      if (h.bytes == 0) continue;
+      const double from = ops_[h.from_op].start;
+      const double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
+      events[h.device].push_back({from, static_cast<int64_t>(h.bytes)});
+      events[h.device].push_back({std::max(from, until), -static_cast<int64_t>(h.bytes)});
+    }
+    r.device_peak.assign(c_.num_devices, 0);
+    for (int d = 0; d < c_.num_devices; ++d) {
+      auto& e = events[d];
+      std::sort(e.begin(), e.end());  // Negative (frees) first at equal times.
+      int64_t now = 0;
+      for (const auto& [t, delta] : e) {
+        now += delta;
+        r.device_peak[d] = std::max<uint64_t>(r.device_peak[d], now);
+      }
+      if (r.device_peak[d] > c_.device_memory) r.fits = false;
+    }
+    uint64_t stash = 0;
+    for (const Task& t : g_.tasks) {
+      for (const Transfer& x : t.transfers) {
+        switch (x.kind) {
+          case TransferKind::kWeightsIn: r.swap.weights_in += x.bytes; break;
+          case TransferKind::kGradientsOut: r.swap.gradients_out += x.bytes; break;
+          case TransferKind::kStashOut: r.swap.stash_out += x.bytes; stash += x.bytes; break;
+          case TransferKind::kStashIn: r.swap.stash_in += x.bytes; break;
+          case TransferKind::kDataIn: r.swap.data_in += x.bytes; break;
+          case TransferKind::kActivationsIn:
+            if (x.channel == Channel::kHost) r.swap.activations_in += x.bytes;
+            break;
+          case TransferKind::kActivationsOut:
+            if (x.channel == Channel::kHost) r.swap.activations_out += x.bytes;
+            if (x.channel == Channel::kPeer) r.swap.peer += x.bytes;
+            break;
+          case TransferKind::kGradientReduce: r.swap.peer += x.bytes; break;
+          default: break;
+        }
+      }
+    }
+    const int layers = m_.num_layers();
+    r.host_memory = m_.WeightBytes(0, layers) + m_.GradientBytes(0, layers) +
+                    m_.OptimizerStateBytes(0, layers) + stash + r.swap.activations_out;
+    return r;
+  }
+
+  const CostModel& m_;
+  const TaskGraph& g_;
+  const Config& c_;
+  double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1;
+  std::vector<Op> ops_;
+  std::map<std::pair<int, int>, std::vector<int>> queue_;  // (device, stream).
+  // (task, kind, to) -> (microbatch, op) of its sends.
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
+  std::vector<int> first_compute_, weight_op_;
+  std::vector<std::vector<int>> end_ops_;
+  std::vector<Hold> holds_;
+  std::map<int, int> weights_holder_;  // Task -> its weights' hold.
+};
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const CostModel& model, const TaskGraph& graph,
+                                   bool keep_events) {
+  Sim sim(model, graph);
+  return sim.Run(keep_events);
+}
+
+std::string StreamName(Stream stream) {
+  switch (stream) {
+    case kSwapIn: return "swap-in";
+    case kSwapOut: return "swap-out";
+    case kCompute: return "compute";
+    case kPeer: return "peer";
+    default: return "?";
+  }
+}
+
+std::string ChromeTrace(const SimResult& result) {
+  nlohmann::json events = nlohmann::json::array();
+  const int devices = static_cast<int>(result.busy.size());
+  for (int d = -1; d < devices; ++d) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", d + 1},
+                      {"args", {{"name", d < 0 ? "host (CPU optimizer)"
+                                               : absl::StrCat("device ", d)}}}});
+    for (int s = 0; s < kNumStreams; ++s) {
+      if (d < 0 && s != kCompute) continue;
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", d + 1}, {"tid", s},
+                        {"args", {{"name", d < 0 ? "optimizer"
+                                                 : StreamName(static_cast<Stream>(s))}}}});
+    }
+  }
+  for (const TraceEvent& e : result.events) {
+    events.push_back({{"name", e.name}, {"ph", "X"}, {"pid", e.device + 1},
+                      {"tid", static_cast<int>(e.stream)}, {"ts", e.start_s * 1e6},
+                      {"dur", (e.end_s - e.start_s) * 1e6}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+}  // namespace harmony::planner

@@ -1,0 +1,92 @@
+// The simulator (DESIGN.md §5): plays one iteration of a task graph on a
+// model of the machine and predicts its time, its swap traffic and each
+// device's memory over time.
+//
+// The machine: per device, a swap-in, a swap-out, a compute and a peer
+// stream, each running its operations in the order they were issued; one
+// CPU optimizer stream; a host link shared by all devices, full duplex
+// (host->device and device->host transfers each queue on their direction of
+// the link, at the profile's all-devices bandwidth); peer copies at the peer
+// bandwidth on the sender's peer stream. An operation starts when its
+// stream is free and what it depends on has finished.
+//
+// What runs: a task swaps its weights in (during the device's previous task
+// when that task lists the prefetch, after it started computing), then for
+// each microbatch receives its inputs, computes, and sends its outputs;
+// a backward task then reduces (vDP) and sends its gradients out, and the
+// update runs on the CPU as soon as they land.
+//
+// Memory per device: a task's weights from their swap-in until the task
+// ends (kept into the next task when it says so), gradients from its first
+// compute until they are out, each microbatch's input from its arrival until
+// its compute ends, its output from its compute until it is sent, and the
+// compute's working set while it runs.
+//
+// Thread-safety: stateless functions.
+
+#ifndef HARMONY_PLANNER_SIM_SIMULATOR_H_
+#define HARMONY_PLANNER_SIM_SIMULATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/task_graph.h"
+
+namespace harmony::planner {
+
+enum Stream { kSwapIn = 0, kSwapOut, kCompute, kPeer, kNumStreams };
+
+struct SwapTotals {
+  uint64_t weights_in = 0;
+  uint64_t gradients_out = 0;
+  uint64_t activations_in = 0;   // Through the host.
+  uint64_t activations_out = 0;
+  uint64_t stash_out = 0;
+  uint64_t stash_in = 0;
+  uint64_t data_in = 0;
+  uint64_t peer = 0;             // Device to device, reductions included.
+  // Bytes over the host link (both directions).
+  uint64_t host_link() const {
+    return weights_in + gradients_out + activations_in + activations_out + stash_out +
+           stash_in + data_in;
+  }
+};
+
+struct TraceEvent {
+  std::string name;
+  int device = 0;  // -1: the host's CPU optimizer.
+  Stream stream = kCompute;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct SimResult {
+  double iteration_s = 0;
+  // busy[device][stream], seconds.
+  std::vector<std::array<double, kNumStreams>> busy;
+  double optimizer_busy_s = 0;
+  SwapTotals swap;
+  std::vector<uint64_t> device_peak;
+  uint64_t host_memory = 0;  // Master weights, gradients, optimizer state, stashes.
+  bool fits = true;          // Every device's peak within its memory.
+  std::vector<TraceEvent> events;
+};
+
+// Simulates one iteration of `graph`. Internal (a dependency cycle means a
+// malformed graph) when the graph cannot make progress.
+absl::StatusOr<SimResult> Simulate(const CostModel& model, const TaskGraph& graph,
+                                   bool keep_events = false);
+
+// The events as a Chrome trace (chrome://tracing, Perfetto): a process per
+// device (and one for the host), a thread per stream, times in microseconds.
+std::string ChromeTrace(const SimResult& result);
+
+std::string StreamName(Stream stream);
+
+}  // namespace harmony::planner
+
+#endif  // HARMONY_PLANNER_SIM_SIMULATOR_H_

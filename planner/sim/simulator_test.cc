@@ -1,0 +1,176 @@
+#include "planner/sim/simulator.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/search/testing/fake_profile.h"
+
+namespace harmony::planner {
+namespace {
+
+using testing::FakeProfileOptions;
+using testing::MakeFakeProfile;
+
+constexpr double kMiB = 1048576.0;
+
+std::shared_ptr<const CostModel> Model(int layers) {
+  FakeProfileOptions o;  // 1 MiB weights per vLayer, 1 KiB/sample, 1 GB/s.
+  o.layers = layers;
+  return *CostModel::Create(MakeFakeProfile(o));
+}
+
+const TraceEvent& Event(const SimResult& r, const std::string& name) {
+  for (const TraceEvent& e : r.events) {
+    if (e.name == name) return e;
+  }
+  ADD_FAILURE() << "no event " << name;
+  static TraceEvent none;
+  return none;
+}
+
+// One device, one fused pack of 2 vLayers, 2 microbatches of 1 sample.
+TEST(SimulatorTest, SingleFusedPackTimelineEventByEvent) {
+  auto m = Model(2);
+  Config c;
+  c.num_devices = 1;
+  c.device_memory = 1 << 30;
+  c.minibatch = 2;
+  c.backward_packs = {{0, 2}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto r = Simulate(*m, *g, /*keep_events=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double w = 2 * kMiB / 1e9;  // Weights in: 2 MiB at 1 GB/s.
+  const double in = 1024 / 1e9;     // One sample of data.
+  const double c0 = 4e-3;           // Backward of 2 vLayers, 1 sample.
+  auto expect = [&](const std::string& name, double start, double end) {
+    const TraceEvent& e = Event(*r, name);
+    EXPECT_NEAR(e.start_s, start, 1e-12) << name;
+    EXPECT_NEAR(e.end_s, end, 1e-12) << name;
+  };
+  expect("weights in backward 0-1", 0, w);
+  expect("data in backward 0-1 #0", w, w + in);        // Queued behind the weights.
+  expect("backward 0-1 #0", w + in, w + in + c0);
+  expect("data in backward 0-1 #1", w + in, w + 2 * in);  // Prefetched.
+  expect("backward 0-1 #1", w + in + c0, w + in + 2 * c0);
+  expect("gradients out backward 0-1", w + in + 2 * c0, 2 * w + in + 2 * c0);
+  expect("update 0-1", 2 * w + in + 2 * c0, 2 * w + in + 2 * c0 + 2e-3);
+  EXPECT_NEAR(r->iteration_s, 2 * w + in + 2 * c0 + 2e-3, 1e-12);
+  EXPECT_NEAR(r->busy[0][kCompute], 2 * c0, 1e-12);
+  EXPECT_NEAR(r->optimizer_busy_s, 2e-3, 1e-12);
+  EXPECT_EQ(r->swap.weights_in, 2u << 20);
+  EXPECT_EQ(r->swap.gradients_out, 2u << 20);
+  EXPECT_EQ(r->swap.data_in, 2048u);
+  // Peak while microbatch 0 computes: weights + gradients + both inputs +
+  // the working set (3 saved activations of 1 KiB per vLayer).
+  EXPECT_EQ(r->device_peak[0], (4u << 20) + 2 * 1024 + 6 * 1024);
+  EXPECT_TRUE(r->fits);
+  // Host: weights, gradients and optimizer state of both vLayers.
+  EXPECT_EQ(r->host_memory, 6u << 20);
+}
+
+TEST(SimulatorTest, OverTheCapDoesNotFit) {
+  auto m = Model(2);
+  Config c;
+  c.device_memory = 4u << 20;  // Below the 4 MiB + 8 KiB peak.
+  c.minibatch = 2;
+  c.backward_packs = {{0, 2}};
+  auto r = Simulate(*m, *BuildTaskGraph(*m, c));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->fits);
+}
+
+TEST(SimulatorTest, VppPrefetchesAndPipelinesAcrossDevices) {
+  auto m = Model(12);
+  Config c;
+  c.mode = Mode::kVpp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 4;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 4}, {4, 8}};
+  c.backward_packs = {{0, 4}, {4, 8}, {8, 12}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok());
+  auto r = Simulate(*m, *g, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Device 0 prefetches the fused pack's weights right after its first
+  // pack's, while it computes (the shared link serves device 1 in between).
+  const TraceEvent& w0 = Event(*r, "weights in forward 0-3");
+  const TraceEvent& w1 = Event(*r, "weights in forward 4-7");
+  const TraceEvent& w2 = Event(*r, "weights in backward 8-11");
+  EXPECT_GE(w1.start_s, w0.end_s - 1e-12);  // The link is shared: one at a time.
+  EXPECT_GE(w2.start_s, w0.end_s - 1e-12);
+  // No two transfers ever share a direction of the host link.
+  for (Stream s : {kSwapIn, kSwapOut}) {
+    std::vector<std::pair<double, double>> spans;
+    for (const TraceEvent& e : r->events) {
+      if (e.device >= 0 && e.stream == s) spans.push_back({e.start_s, e.end_s});
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) {
+      EXPECT_GE(spans[i].first, spans[i - 1].second - 1e-12) << StreamName(s);
+    }
+  }
+  const TraceEvent& f0 = Event(*r, "forward 0-3 #1");
+  EXPECT_LT(w2.start_s, f0.end_s);  // Overlaps device 0's compute.
+  // Device 1's first microbatch starts once device 0's output arrived.
+  const TraceEvent& send = Event(*r, "to device 1 forward 0-3 #0");
+  const TraceEvent& f1 = Event(*r, "forward 4-7 #0");
+  EXPECT_NEAR(send.end_s - send.start_s, 2 * 1024 / 1e9, 1e-12);
+  EXPECT_NEAR(f1.start_s, std::max(send.end_s, w1.end_s), 1e-12);
+  // ... and overlaps device 0's second microbatch: a pipeline.
+  EXPECT_LT(f1.start_s, f0.end_s);
+  // Device 1 keeps [4-7] for its backward: weights swapped in once.
+  int swaps = 0;
+  for (const TraceEvent& e : r->events) swaps += e.name == "weights in backward 4-7";
+  EXPECT_EQ(swaps, 0);
+  EXPECT_EQ(r->swap.weights_in, (4u + 4 + 4 + 4) << 20);  // F0, F1, B2, B0.
+  EXPECT_GT(r->swap.peer, 0u);
+}
+
+TEST(SimulatorTest, VdpReductionWaitsForEveryDevice) {
+  auto m = Model(4);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 3;  // Device 0 gets 2 samples, device 1 one.
+  c.forward_microbatch = 1;
+  c.backward_microbatch = 1;
+  c.backward_packs = {{0, 4}};
+  auto r = Simulate(*m, *BuildTaskGraph(*m, c), true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  double last_compute = 0;
+  for (const TraceEvent& e : r->events) {
+    if (e.stream == kCompute && e.device >= 0) last_compute = std::max(last_compute, e.end_s);
+  }
+  int reductions = 0;
+  for (const TraceEvent& e : r->events) {
+    if (e.name.rfind("reduce", 0) == 0) {
+      ++reductions;
+      EXPECT_GE(e.start_s, last_compute - 1e-12);
+    }
+  }
+  EXPECT_EQ(reductions, 2);
+}
+
+TEST(SimulatorTest, ChromeTraceIsValidJson) {
+  auto m = Model(2);
+  Config c;
+  c.minibatch = 2;
+  c.device_memory = 1 << 30;
+  c.backward_packs = {{0, 2}};
+  auto r = Simulate(*m, *BuildTaskGraph(*m, c), true);
+  ASSERT_TRUE(r.ok());
+  nlohmann::json trace = nlohmann::json::parse(ChromeTrace(*r));
+  int spans = 0;
+  for (const auto& e : trace["traceEvents"]) spans += e["ph"] == "X";
+  EXPECT_EQ(spans, static_cast<int>(r->events.size()));
+  EXPECT_GT(spans, 5);
+}
+
+}  // namespace
+}  // namespace harmony::planner
