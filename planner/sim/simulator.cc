@@ -115,12 +115,19 @@ class Sim {
             gradients_out[t.id], label);
         continue;
       }
-      // Weights: swapped in, during the previous task when it prefetches.
+      // Weights: swapped in during the previous task on the device when it
+      // prefetches them, i.e. once the task before that one has finished and
+      // released its weights (double buffering: two tasks' weights at most).
+      const int position = static_cast<int>(device_tasks_[d].size());
+      device_tasks_[d].push_back(t.id);
       for (const Transfer* w : Find(t, TransferKind::kWeightsIn, -1)) {
         std::vector<int> deps;
-        if (w->peer_task >= 0) {
-          const int prev = w->peer_task;
-          deps.push_back(weight_op_[prev] >= 0 ? weight_op_[prev] : first_compute_[prev]);
+        if (w->peer_task >= 0 && position >= 2) {
+          const int before = device_tasks_[d][position - 2];
+          deps = end_ops_[before];
+        } else if (w->peer_task < 0 && position >= 1) {
+          // Not prefetched: after the previous task.
+          deps = end_ops_[device_tasks_[d][position - 1]];
         }
         weight_op_[t.id] = Add(d, kSwapIn, kToDevice, w->bytes / to_device_bw_, deps,
                                absl::StrCat("weights in ", label));
@@ -377,6 +384,7 @@ class Sim {
   // (task, kind, to) -> (microbatch, op) of its sends.
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
   std::vector<int> first_compute_, weight_op_;
+  std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;
   std::vector<Hold> holds_;
   std::map<int, int> weights_holder_;  // Task -> its weights' hold.

@@ -1,0 +1,180 @@
+#include "planner/search/search.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace harmony::planner {
+namespace {
+
+// Powers of two up to `limit`, and `limit` itself.
+std::vector<int> Sizes(int from, int limit) {
+  std::vector<int> out;
+  for (int u = from; u <= limit; u *= 2) out.push_back(u);
+  if (limit >= from && (out.empty() || out.back() != limit)) out.push_back(limit);
+  return out;
+}
+
+int TotalPacks(const Config& c) {
+  return static_cast<int>(c.forward_packs.size() + c.backward_packs.size());
+}
+
+}  // namespace
+
+absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
+                                            const SearchOptions& o) {
+  if (o.minibatch < 1) return absl::InvalidArgumentError("the minibatch must be at least 1");
+  if (o.num_devices < 1) return absl::InvalidArgumentError("at least one device is needed");
+  if (o.device_memory == 0) return absl::InvalidArgumentError("the device memory is 0");
+  std::vector<Mode> modes;
+  if (o.mode) {
+    modes.push_back(*o.mode);
+  } else {
+    modes = {Mode::kVpp, Mode::kVdp};
+  }
+  if (o.mode == Mode::kVdp && o.minibatch < o.num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vDP gives every device a share of the minibatch: ", o.num_devices,
+        " devices need a minibatch of at least ", o.num_devices, ", got ", o.minibatch));
+  }
+  const int layers = model.num_layers();
+  const double link = model.bandwidths().host_all_devices / o.num_devices;
+  const std::vector<double> fractions = {1.0, 0.7, 0.5};
+
+  SearchResult best;
+  bool have = false;
+  absl::Status first_error = absl::OkStatus();
+  auto note = [&](const absl::Status& s) {
+    if (first_error.ok() && !s.ok()) first_error = s;
+  };
+  for (Mode mode : modes) {
+    if (mode == Mode::kVdp && o.minibatch < o.num_devices) continue;
+    const int samples = mode == Mode::kVdp
+                            ? (o.minibatch + o.num_devices - 1) / o.num_devices
+                            : o.minibatch;
+    std::vector<int> backward_sizes =
+        o.microbatch > 0 ? std::vector<int>{o.microbatch}
+                         : Sizes(1, std::min(model.max_backward_microbatch(), samples));
+    for (int ub : backward_sizes) {
+      std::vector<int> forward_sizes{ub};
+      if (o.microbatch == 0 && !model.has_batch_statistics()) {
+        for (int uf : Sizes(ub * 2, std::min(model.max_forward_microbatch(), samples))) {
+          forward_sizes.push_back(uf);
+        }
+      }
+      const int microbatches = (samples + ub - 1) / ub;
+      // Backward packings.
+      std::vector<Packing> backward;
+      if (!o.backward_packs.empty()) {
+        backward.push_back(o.backward_packs);
+      } else {
+        for (double f : fractions) {
+          PackRequest r;
+          r.begin = 0;
+          r.end = layers;
+          r.microbatch = ub;
+          r.microbatches = microbatches;
+          r.phase = PackPhase::kBackward;
+          r.budget = static_cast<uint64_t>(o.device_memory * f);
+          r.swap_bandwidth = link;
+          for (auto packer : {OptimalPacks, GreedyPacks, BalancedMemoryPacks,
+                              BalancedTimePacks}) {
+            absl::StatusOr<Packing> p = packer(model, r);
+            if (!p.ok()) {
+              note(p.status());
+              continue;
+            }
+            if (std::find(backward.begin(), backward.end(), *p) == backward.end()) {
+              backward.push_back(*p);
+            }
+          }
+        }
+      }
+      for (int uf : forward_sizes) {
+        if (o.progress) {
+          o.progress(absl::StrCat("searching ", ModeName(mode), ", microbatches ", uf, "/",
+                                  ub, " (", best.candidates, " simulated)"));
+        }
+        for (const Packing& bwd : backward) {
+          const int fused = bwd.back().begin;
+          std::vector<Packing> forward;
+          if (fused > 0) {
+            // The backward packs before the fused one, if they fit forward...
+            Packing reuse(bwd.begin(), bwd.end() - 1);
+            bool fits = true;
+            for (const PackRange& p : reuse) {
+              fits = fits && model.ForwardMemory(p.begin, p.end, uf) <= o.device_memory;
+            }
+            if (fits) forward.push_back(reuse);
+            // ... and packings of their own.
+            for (double f : fractions) {
+              PackRequest r;
+              r.begin = 0;
+              r.end = fused;
+              r.microbatch = uf;
+              r.microbatches = (samples + uf - 1) / uf;
+              r.phase = PackPhase::kForward;
+              r.budget = static_cast<uint64_t>(o.device_memory * f);
+              r.swap_bandwidth = link;
+              for (auto packer : {OptimalPacks, GreedyPacks}) {
+                absl::StatusOr<Packing> p = packer(model, r);
+                if (!p.ok()) {
+                  note(p.status());
+                  continue;
+                }
+                if (std::find(forward.begin(), forward.end(), *p) == forward.end()) {
+                  forward.push_back(*p);
+                }
+              }
+            }
+          } else {
+            forward.push_back({});
+          }
+          for (const Packing& fwd : forward) {
+            Config c;
+            c.mode = mode;
+            c.schedule = o.schedule;
+            c.num_devices = o.num_devices;
+            c.device_memory = o.device_memory;
+            c.minibatch = o.minibatch;
+            c.forward_microbatch = uf;
+            c.backward_microbatch = ub;
+            c.forward_packs = fwd;
+            c.backward_packs = bwd;
+            absl::StatusOr<TaskGraph> g = BuildTaskGraph(model, c);
+            if (!g.ok()) {
+              note(g.status());
+              continue;
+            }
+            absl::StatusOr<SimResult> sim = Simulate(model, *g);
+            if (!sim.ok()) return sim.status();
+            ++best.candidates;
+            if (!sim->fits) continue;
+            ++best.feasible;
+            const bool better =
+                !have || sim->iteration_s < best.sim.iteration_s ||
+                (sim->iteration_s == best.sim.iteration_s &&
+                 TotalPacks(c) < TotalPacks(best.graph.config));
+            if (better) {
+              best.graph = *std::move(g);
+              best.sim = *std::move(sim);
+              have = true;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!have) {
+    if (!first_error.ok() && !absl::IsInvalidArgument(first_error)) return first_error;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no configuration fits ", o.num_devices, " device(s) of ", o.device_memory,
+        " bytes (", best.candidates,
+        " simulated); give more device memory or a finer decomposition",
+        first_error.ok() ? "" : absl::StrCat(" (", first_error.message(), ")")));
+  }
+  return best;
+}
+
+}  // namespace harmony::planner

@@ -1,0 +1,54 @@
+// The configuration search (DESIGN.md §5): over mode (vPP, vDP), forward
+// and backward microbatch sizes (U_f >= U_b; equal when the model depends
+// on batch statistics), and forward/backward packs made by every packer at
+// several memory budgets, every candidate is built into a task graph and
+// simulated; the fastest whose simulated peak fits the devices wins. Pinned
+// choices (a microbatch size, a backward packing) restrict the search to
+// what is left free. Pure and deterministic: the same inputs give the same
+// result.
+//
+// Thread-safety: stateless; `progress` is called on the calling thread.
+
+#ifndef HARMONY_PLANNER_SEARCH_SEARCH_H_
+#define HARMONY_PLANNER_SEARCH_SEARCH_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/packing.h"
+#include "planner/search/task_graph.h"
+#include "planner/sim/simulator.h"
+
+namespace harmony::planner {
+
+struct SearchOptions {
+  int num_devices = 1;
+  uint64_t device_memory = 0;
+  int minibatch = 0;
+  std::optional<Mode> mode;  // Empty: both.
+  Schedule schedule = Schedule::kHarmony;
+  int microbatch = 0;        // > 0 pins U_f = U_b.
+  Packing backward_packs;    // Non-empty pins the backward packing.
+  std::function<void(const std::string&)> progress;
+};
+
+struct SearchResult {
+  TaskGraph graph;
+  SimResult sim;
+  int candidates = 0;  // Simulated.
+  int feasible = 0;    // Fitting the devices.
+};
+
+// FailedPrecondition / ResourceExhausted / InvalidArgument with what a
+// person can act on: a vLayer that cannot fit even alone at microbatch 1
+// (which, how much, the cap), no configuration within the memory, vDP with
+// more devices than samples, a pinned choice that does not fit.
+absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
+                                            const SearchOptions& options);
+
+}  // namespace harmony::planner
+
+#endif  // HARMONY_PLANNER_SEARCH_SEARCH_H_

@@ -1,0 +1,89 @@
+#include "planner/search/search.h"
+
+#include "gtest/gtest.h"
+#include "planner/search/testing/fake_profile.h"
+
+namespace harmony::planner {
+namespace {
+
+using testing::FakeProfileOptions;
+using testing::MakeFakeProfile;
+
+SearchOptions Options(int devices, uint64_t memory, int minibatch) {
+  SearchOptions o;
+  o.num_devices = devices;
+  o.device_memory = memory;
+  o.minibatch = minibatch;
+  return o;
+}
+
+TEST(SearchTest, FindsAFittingValidScheduleDeterministically) {
+  FakeProfileOptions f;
+  f.layers = 16;  // 16 MiB of weights; devices of 6 MiB force swapping.
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  SearchOptions o = Options(2, 6u << 20, 16);
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->candidates, 10);
+  EXPECT_GT(r->feasible, 0);
+  EXPECT_TRUE(r->sim.fits);
+  for (uint64_t peak : r->sim.device_peak) EXPECT_LE(peak, 6u << 20);
+  EXPECT_TRUE(ValidateTaskGraph(*m, r->graph).ok());
+  EXPECT_GE(r->graph.config.backward_packs.size(), 3u);
+  // Same inputs, same answer.
+  absl::StatusOr<SearchResult> again = SearchSchedule(*m, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->graph.config.backward_packs, r->graph.config.backward_packs);
+  EXPECT_EQ(again->graph.config.forward_packs, r->graph.config.forward_packs);
+  EXPECT_EQ(again->sim.iteration_s, r->sim.iteration_s);
+}
+
+TEST(SearchTest, PinnedChoicesAreKept) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  SearchOptions o = Options(2, 64u << 20, 8);
+  o.mode = Mode::kVdp;
+  o.microbatch = 2;
+  o.backward_packs = {{0, 2}, {2, 5}, {5, 8}};
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.config.mode, Mode::kVdp);
+  EXPECT_EQ(r->graph.config.forward_microbatch, 2);
+  EXPECT_EQ(r->graph.config.backward_microbatch, 2);
+  EXPECT_EQ(r->graph.config.backward_packs, o.backward_packs);
+}
+
+TEST(SearchTest, BatchStatisticsForceEqualMicrobatches) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  proto::ProfileFile file = MakeFakeProfile(f);
+  file.mutable_model()->set_has_batch_statistics(true);
+  auto m = *CostModel::Create(file);
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, Options(1, 5u << 20, 16));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph.config.forward_microbatch, r->graph.config.backward_microbatch);
+}
+
+TEST(SearchTest, ErrorsSayWhatToChange) {
+  FakeProfileOptions f;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  // A vLayer needs 2 MiB + activations for its backward.
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, Options(1, 1u << 20, 4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("vLayer 0 alone needs"), std::string::npos)
+      << r.status();
+
+  SearchOptions vdp = Options(4, 1u << 30, 2);
+  vdp.mode = Mode::kVdp;
+  r = SearchSchedule(*m, vdp);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("4 devices need a minibatch of at least 4"),
+            std::string::npos);
+  EXPECT_EQ(SearchSchedule(*m, Options(1, 1u << 30, 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace harmony::planner
