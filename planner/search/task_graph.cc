@@ -81,13 +81,15 @@ class Builder {
   // and vLayers `consumer` read (forward: activations, from producer to
   // consumer; backward: their gradients, from consumer to producer). Per
   // microbatch, through the host when the two tasks' microbatches differ.
-  void Link(int from, int to, PackRange producer, PackRange consumer) {
+  // With `local`, tensors between tasks of one device stay on it.
+  void Link(int from, int to, PackRange producer, PackRange consumer, bool local = false) {
     Task& a = g_.tasks[from];
     Task& b = g_.tasks[to];
     const bool aligned = a.microbatches.size() == b.microbatches.size() &&
                          a.microbatches.front().size == b.microbatches.front().size;
-    const Channel channel =
-        (a.device != b.device && aligned) ? Channel::kPeer : Channel::kHost;
+    const Channel channel = (local && a.device == b.device && aligned) ? Channel::kLocal
+                            : (a.device != b.device && aligned)        ? Channel::kPeer
+                                                                       : Channel::kHost;
     auto bytes_at = [&](int size) {
       return m_.CrossBytes(producer.begin, producer.end, consumer.begin, consumer.end, size);
     };
@@ -305,6 +307,86 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
   b.Weights();
 }
 
+// On-demand swapping (vDNN / LMS style): data parallel over the devices,
+// every vLayer its own pack, and every task one microbatch, so weights are
+// swapped in for each microbatch (forward and backward) and gradients go
+// out for each microbatch. Activations between consecutive vLayers stay on
+// the device; each vLayer's input is offloaded for its backward.
+// The on-demand configuration: data parallel, one vLayer per pack.
+Config OndemandConfig(const CostModel& m, Config c) {
+  c.mode = Mode::kVdp;
+  c.forward_microbatch = c.backward_microbatch;
+  c.forward_packs.clear();
+  c.backward_packs.clear();
+  for (int l = 0; l < m.num_layers(); ++l) {
+    if (l + 1 < m.num_layers()) c.forward_packs.push_back({l, l + 1});
+    c.backward_packs.push_back({l, l + 1});
+  }
+  return c;
+}
+
+void BuildOndemand(const CostModel& m, const Config& c, TaskGraph& g) {
+  Builder b(m, c, &g);
+  const int n = c.num_devices;
+  const int layers = m.num_layers();
+  // Per device: for each of its microbatches, forward then backward.
+  struct Planned {
+    TaskKind kind;
+    int layer;
+    Microbatch mb;
+  };
+  std::vector<std::vector<Planned>> per_device(n);
+  for (int d = 0, at = 0; d < n; ++d) {
+    const int share = c.minibatch / n + (d < c.minibatch % n ? 1 : 0);
+    for (const Microbatch& mb : SplitMicrobatches(at, share, c.backward_microbatch)) {
+      for (int l = 0; l + 1 < layers; ++l) per_device[d].push_back({TaskKind::kForward, l, mb});
+      for (int l = layers - 1; l >= 0; --l) per_device[d].push_back({TaskKind::kBackward, l, mb});
+    }
+    at += share;
+  }
+  // Interleave the devices' lists into one global order.
+  std::map<std::tuple<int, int, int, int>, int> id;  // (kind, layer, device, mb).
+  for (size_t step = 0;; ++step) {
+    bool any = false;
+    for (int d = 0; d < n; ++d) {
+      if (step >= per_device[d].size()) continue;
+      any = true;
+      const Planned& p = per_device[d][step];
+      const int t = b.AddTask(p.kind, p.layer, {p.layer, p.layer + 1}, d, {p.mb},
+                              p.kind == TaskKind::kBackward && p.layer == layers - 1);
+      id[{static_cast<int>(p.kind), p.layer, d, p.mb.index}] = t;
+    }
+    if (!any) break;
+  }
+  std::vector<int> upd(layers);
+  for (int l = layers - 1; l >= 0; --l) {
+    upd[l] = b.AddTask(TaskKind::kUpdate, l, {l, l + 1}, 0, {}, false);
+  }
+  const int kF = static_cast<int>(TaskKind::kForward);
+  const int kB = static_cast<int>(TaskKind::kBackward);
+  for (const auto& [key, t] : id) {
+    const auto& [kind, l, d, mbi] = key;
+    const PackRange r{l, l + 1};
+    b.DataIn(t);
+    if (kind == kF) {
+      for (int i = 0; i < l; ++i) b.Link(id.at({kF, i, d, mbi}), t, {i, i + 1}, r, true);
+      if (l > 0) b.Stash(t, id.at({kB, l, d, mbi}));
+    } else {
+      if (l == layers - 1) {
+        for (int i = 0; i < l; ++i) b.Link(id.at({kF, i, d, mbi}), t, {i, i + 1}, r, true);
+      }
+      for (int later = l + 1; later < layers; ++later) {
+        b.Link(id.at({kB, later, d, mbi}), t, r, {later, later + 1}, true);
+      }
+      g.tasks[t].transfers.push_back(
+          {TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, upd[l],
+           m.GradientBytes(l, l + 1) + m.BufferBytes(l, l + 1)});
+      b.AddDependency(upd[l], t);
+    }
+  }
+  b.Weights();
+}
+
 }  // namespace
 
 std::vector<int> TaskGraph::DeviceTasks(int device) const {
@@ -324,14 +406,21 @@ std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int siz
   return out;
 }
 
-absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& config) {
+absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& requested) {
+  const Config config = requested.schedule == Schedule::kOndemand
+                            ? OndemandConfig(model, requested)
+                            : requested;
   if (auto s = CheckConfig(model, config); !s.ok()) return s;
+  TaskGraph g;
+  g.config = config;
+  if (config.schedule == Schedule::kOndemand) {
+    BuildOndemand(model, config, g);
+    return g;
+  }
   if (config.schedule != Schedule::kHarmony) {
     return absl::UnimplementedError(absl::StrCat(
         "the ", ScheduleName(config.schedule), " schedule is not built yet"));
   }
-  TaskGraph g;
-  g.config = config;
   if (config.mode == Mode::kVpp) {
     BuildVpp(model, config, g);
   } else {

@@ -201,3 +201,38 @@ TEST(TaskGraphTest, DifferentMicrobatchSizesGoThroughTheHost) {
 
 }  // namespace
 }  // namespace harmony::planner
+
+namespace harmony::planner {
+namespace {
+
+TEST(TaskGraphTest, OndemandSwapsWeightsForEveryMicrobatch) {
+  auto m = Model(4);
+  Config c;
+  c.schedule = Schedule::kOndemand;
+  c.num_devices = 2;
+  c.minibatch = 8;  // 4 samples per device, microbatches of 2.
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  uint64_t weights_in = 0;
+  int updates = 0;
+  for (const Task& t : g->tasks) {
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kWeightsIn) weights_in += x.bytes;
+      if (x.kind == TransferKind::kActivationsOut) {
+        EXPECT_EQ(x.channel, Channel::kLocal);
+      }
+    }
+    updates += t.kind == TaskKind::kUpdate;
+    if (t.kind != TaskKind::kUpdate) EXPECT_EQ(t.microbatches.size(), 1u);
+  }
+  // 4 microbatches in all; per microbatch: 3 forward vLayers + 4 backward,
+  // 1 MiB each.
+  EXPECT_EQ(weights_in, 4u * 7 << 20);
+  EXPECT_EQ(updates, 4);
+}
+
+}  // namespace
+}  // namespace harmony::planner

@@ -161,7 +161,7 @@ class Sim {
           for (const Transfer* x : Find(t, kind, mb.index)) {
             std::vector<int> from = Sends(x->peer_task, send, t.id, mb.index);
             in_bytes += x->bytes;
-            if (x->channel == Channel::kPeer) {
+            if (x->channel == Channel::kPeer || x->channel == Channel::kLocal) {
               inputs.insert(inputs.end(), from.begin(), from.end());
               if (first_in < 0 && !from.empty()) first_in = from.front();
               continue;
@@ -205,6 +205,11 @@ class Sim {
         int last_out = compute;
         for (TransferKind kind : {TransferKind::kActivationsOut, TransferKind::kStashOut}) {
           for (const Transfer* x : Find(t, kind, mb.index)) {
+            if (x->channel == Channel::kLocal) {  // Stays: nothing to copy.
+              sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back(
+                  {mb.index, compute});
+              continue;
+            }
             int op;
             if (x->channel == Channel::kPeer) {
               op = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {compute},

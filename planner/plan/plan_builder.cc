@@ -1,0 +1,217 @@
+#include "planner/plan/plan_builder.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/units.h"
+
+namespace harmony::planner {
+namespace {
+
+proto::TransferKind ToProto(TransferKind k) {
+  switch (k) {
+    case TransferKind::kWeightsIn: return proto::WEIGHTS_IN;
+    case TransferKind::kPrefetchWeights: return proto::PREFETCH_WEIGHTS;
+    case TransferKind::kGradientsOut: return proto::GRADIENTS_OUT;
+    case TransferKind::kActivationsIn: return proto::ACTIVATIONS_IN;
+    case TransferKind::kActivationsOut: return proto::ACTIVATIONS_OUT;
+    case TransferKind::kStashOut: return proto::STASH_OUT;
+    case TransferKind::kStashIn: return proto::STASH_IN;
+    case TransferKind::kKeepResident: return proto::KEEP_RESIDENT;
+    case TransferKind::kGradientReduce: return proto::GRADIENT_REDUCE;
+    case TransferKind::kDataIn: return proto::DATA_IN;
+  }
+  return proto::TRANSFER_KIND_UNSPECIFIED;
+}
+
+proto::Channel ToProto(Channel c) {
+  switch (c) {
+    case Channel::kHost: return proto::HOST;
+    case Channel::kPeer: return proto::PEER;
+    case Channel::kLocal: return proto::LOCAL;
+  }
+  return proto::CHANNEL_UNSPECIFIED;
+}
+
+proto::TaskKind ToProto(TaskKind k) {
+  switch (k) {
+    case TaskKind::kForward: return proto::FORWARD;
+    case TaskKind::kBackward: return proto::BACKWARD;
+    case TaskKind::kUpdate: return proto::UPDATE;
+  }
+  return proto::TASK_KIND_UNSPECIFIED;
+}
+
+proto::Schedule ToProto(Schedule s) {
+  switch (s) {
+    case Schedule::kHarmony: return proto::HARMONY;
+    case Schedule::kOndemand: return proto::ONDEMAND;
+    case Schedule::kGpipe: return proto::GPIPE;
+    case Schedule::kDpSwap: return proto::DP_SWAP;
+  }
+  return proto::SCHEDULE_UNSPECIFIED;
+}
+
+void SetPack(proto::Pack* p, const PackRange& r) {
+  p->set_begin(r.begin);
+  p->set_end(r.end);
+}
+
+void SetTask(proto::Task* out, const Task& t) {
+  out->set_id(t.id);
+  out->set_kind(ToProto(t.kind));
+  out->set_pack(t.pack);
+  SetPack(out->mutable_vlayers(), t.vlayers);
+  out->set_device(t.device);
+  for (const Microbatch& m : t.microbatches) {
+    proto::Microbatch* pm = out->add_microbatches();
+    pm->set_index(m.index);
+    pm->set_offset(m.offset);
+    pm->set_size(m.size);
+  }
+  out->set_fused_loss(t.fused_loss);
+  for (const Transfer& x : t.transfers) {
+    proto::Transfer* px = out->add_transfers();
+    px->set_kind(ToProto(x.kind));
+    px->set_channel(ToProto(x.channel));
+    SetPack(px->mutable_vlayers(), x.vlayers);
+    px->set_microbatch(x.microbatch);
+    px->set_peer_device(x.peer_device);
+    px->set_peer_task(x.peer_task);
+    px->set_bytes(x.bytes);
+  }
+  for (int d : t.depends_on) out->add_depends_on(d);
+}
+
+void SetSwap(proto::SwapBytes* out, const SwapTotals& s) {
+  out->set_weights_in(s.weights_in);
+  out->set_gradients_out(s.gradients_out);
+  out->set_activations_in(s.activations_in + s.data_in);
+  out->set_activations_out(s.activations_out);
+  out->set_stash_out(s.stash_out);
+  out->set_stash_in(s.stash_in);
+  out->set_peer(s.peer);
+}
+
+uint64_t HostBytes(const proto::SwapBytes& s) {
+  return s.weights_in() + s.gradients_out() + s.activations_in() + s.activations_out() +
+         s.stash_out() + s.stash_in();
+}
+
+std::string PacksText(const google::protobuf::RepeatedPtrField<proto::Pack>& packs) {
+  std::vector<std::string> parts;
+  for (const proto::Pack& p : packs) parts.push_back(absl::StrCat(p.begin(), "-", p.end() - 1));
+  return parts.empty() ? "none" : absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
+proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
+                      const SimResult& sim, const std::optional<SimResult>& ondemand) {
+  proto::Plan plan;
+  plan.set_schema_version(1);
+  plan.set_created_by("harmony-plan 0.1");
+  *plan.mutable_model() = profile.model();
+  *plan.mutable_profile() = profile.profile();
+  const Config& c = graph.config;
+  proto::Configuration* config = plan.mutable_config();
+  config->set_mode(c.mode == Mode::kVpp ? proto::VPP : proto::VDP);
+  config->set_schedule(ToProto(c.schedule));
+  config->set_num_devices(c.num_devices);
+  config->set_device_memory_bytes(c.device_memory);
+  config->set_minibatch(c.minibatch);
+  config->set_forward_microbatch(c.forward_microbatch);
+  config->set_backward_microbatch(c.backward_microbatch);
+  for (const PackRange& p : c.forward_packs) SetPack(config->add_forward_packs(), p);
+  for (const PackRange& p : c.backward_packs) SetPack(config->add_backward_packs(), p);
+  config->set_optimizer(profile.profile().optimizer());
+  for (int d = 0; d < c.num_devices; ++d) {
+    proto::DeviceSchedule* device = plan.add_devices();
+    device->set_device(d);
+    for (int id : graph.DeviceTasks(d)) SetTask(device->add_tasks(), graph.tasks[id]);
+  }
+  for (const Task& t : graph.tasks) {
+    if (t.kind == TaskKind::kUpdate) SetTask(plan.add_host_tasks(), t);
+  }
+  proto::Estimates* e = plan.mutable_estimates();
+  e->set_iteration_time_s(sim.iteration_s);
+  e->set_samples_per_s(sim.iteration_s > 0 ? c.minibatch / sim.iteration_s : 0);
+  for (uint64_t p : sim.device_peak) e->add_device_peak_bytes(p);
+  e->set_host_memory_bytes(sim.host_memory);
+  SetSwap(e->mutable_swap(), sim.swap);
+  if (ondemand) SetSwap(e->mutable_ondemand_swap(), ondemand->swap);
+  return plan;
+}
+
+std::string PlanSummary(const proto::Plan& plan) {
+  const proto::Configuration& c = plan.config();
+  const proto::Estimates& e = plan.estimates();
+  std::string out = absl::StrFormat(
+      "plan for %s (%d vLayers): %s, %s, %d device(s) of %s, minibatch %d\n",
+      plan.model().file_name(), plan.model().decomposition().vlayer_count(),
+      proto::Schedule_Name(c.schedule()), proto::Mode_Name(c.mode()), c.num_devices(),
+      common::FormatBytes(c.device_memory_bytes()), c.minibatch());
+  absl::StrAppendFormat(&out, "  microbatches: forward %d, backward %d\n",
+                        c.forward_microbatch(), c.backward_microbatch());
+  absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),
+                        PacksText(c.forward_packs()));
+  absl::StrAppendFormat(&out, "  backward packs (%d): %s\n", c.backward_packs_size(),
+                        PacksText(c.backward_packs()));
+  absl::StrAppendFormat(&out, "  estimated iteration: %s, %.2f samples/s\n",
+                        common::FormatTimeSpan(absl::Seconds(e.iteration_time_s())),
+                        e.samples_per_s());
+  for (int d = 0; d < e.device_peak_bytes_size(); ++d) {
+    absl::StrAppendFormat(&out, "  device %d peak: %s of %s (%.0f%%)\n", d,
+                          common::FormatBytes(e.device_peak_bytes(d)),
+                          common::FormatBytes(c.device_memory_bytes()),
+                          100.0 * e.device_peak_bytes(d) /
+                              std::max<uint64_t>(1, c.device_memory_bytes()));
+  }
+  absl::StrAppendFormat(&out, "  host memory: %s\n",
+                        common::FormatBytes(e.host_memory_bytes()));
+  const uint64_t swap = HostBytes(e.swap());
+  absl::StrAppendFormat(
+      &out,
+      "  swap per iteration: %s over the host link (weights in %s, gradients out %s, "
+      "activations %s, stash %s), %s device to device\n",
+      common::FormatBytes(swap), common::FormatBytes(e.swap().weights_in()),
+      common::FormatBytes(e.swap().gradients_out()),
+      common::FormatBytes(e.swap().activations_in() + e.swap().activations_out()),
+      common::FormatBytes(e.swap().stash_out() + e.swap().stash_in()),
+      common::FormatBytes(e.swap().peer()));
+  if (e.has_ondemand_swap()) {
+    const uint64_t od = HostBytes(e.ondemand_swap());
+    absl::StrAppendFormat(&out,
+                          "  on-demand swapping would move %s: %.1fx more than this plan\n",
+                          common::FormatBytes(od),
+                          swap > 0 ? static_cast<double>(od) / swap : 0.0);
+  }
+  return out;
+}
+
+std::string PlanTasks(const proto::Plan& plan) {
+  std::string out;
+  auto line = [&](const proto::Task& t) {
+    std::vector<std::string> xs;
+    for (const proto::Transfer& x : t.transfers()) {
+      if (x.microbatch() > 0) continue;  // One line per kind: the first microbatch.
+      std::string s = proto::TransferKind_Name(x.kind());
+      if (x.peer_task() >= 0) absl::StrAppend(&s, "->t", x.peer_task());
+      absl::StrAppend(&s, " ", common::FormatBytes(x.bytes()));
+      xs.push_back(s);
+    }
+    absl::StrAppendFormat(&out, "  t%-4d %-8s pack %-3d vLayers %d-%d, %d microbatch(es)%s: %s\n",
+                          t.id(), proto::TaskKind_Name(t.kind()), t.pack(),
+                          t.vlayers().begin(), t.vlayers().end() - 1, t.microbatches_size(),
+                          t.fused_loss() ? ", fused loss" : "", absl::StrJoin(xs, ", "));
+  };
+  for (const proto::DeviceSchedule& d : plan.devices()) {
+    absl::StrAppendFormat(&out, "device %d:\n", d.device());
+    for (const proto::Task& t : d.tasks()) line(t);
+  }
+  absl::StrAppend(&out, "host (CPU optimizer):\n");
+  for (const proto::Task& t : plan.host_tasks()) line(t);
+  return out;
+}
+
+}  // namespace harmony::planner
