@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,22 +20,33 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/decomposer.h"
 #include "common/device_spec.h"
 #include "common/loss.h"
 #include "common/tensor_file.h"
 #include "common/torch_status.h"
 #include "common/units.h"
+#include "common/files.h"
+#include "common/plan_file.h"
+#include "planner/plan/plan_builder.h"
 #include "planner/profile/profiler.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/search.h"
+#include "planner/sim/simulator.h"
 
 namespace po = boost::program_options;
 
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: harmony-plan COMMAND ...\n\n"
+    "Usage: harmony-plan MODEL.pt --gpus N --device-memory SIZE --minibatch D\n"
+    "                    --sample-input x.pt -o plan.pb [flags]   (see --help)\n"
+    "       harmony-plan COMMAND ...\n\n"
     "Commands:\n"
+    "  inspect plan.pb                        print a plan\n"
     "  profile MODEL.pt --sample-input x.pt   measure every vLayer on the devices\n"
     "  decompose MODEL.pt                     show how the model splits into vLayers\n"
     "  synthesize --profile p.json ...        scale a profile to a larger model\n\n"
@@ -212,7 +224,7 @@ int Decompose(const std::vector<std::string>& args) {
 int Synthesize(const std::vector<std::string>& args) {
   std::string in, out;
   int block = -1, block_count = 1, blocks = 0;
-  double width_scale = 1.0;
+  double width_scale = 1.0, seq_scale = 1.0, compute_scale = 1.0;
   po::options_description flags(
       "Usage: harmony-plan synthesize --profile p.json --block K --blocks N\n"
       "                               [--block-count C] [--width-scale S] --profile-out big.json\n\n"
@@ -230,6 +242,11 @@ int Synthesize(const std::vector<std::string>& args) {
       ("blocks", po::value(&blocks), "blocks in the synthesized model (required)")
       ("width-scale", po::value(&width_scale)->default_value(1.0),
        "width of the synthesized model over the measured one")
+      ("seq-scale", po::value(&seq_scale)->default_value(1.0),
+       "sequence length of the synthesized model over the measured one")
+      ("compute-scale", po::value(&compute_scale)->default_value(1.0),
+       "multiplies every device time: e.g. 0.001 to plan for devices 1000x "
+       "faster than the one profiled")
       ("profile-out", po::value(&out), "where to write it (required)");
   // clang-format on
   po::variables_map vm;
@@ -242,7 +259,7 @@ int Synthesize(const std::vector<std::string>& args) {
   auto base = harmony::planner::ReadProfileFile(in);
   if (!base.ok()) return Fail(base.status());
   auto big = harmony::planner::SynthesizeProfile(*base, block, block_count, blocks,
-                                                 width_scale);
+                                                 width_scale, seq_scale, compute_scale);
   if (!big.ok()) return Fail(big.status());
   absl::Status written = harmony::planner::WriteProfileFile(out, *big);
   if (!written.ok()) return Fail(written);
@@ -250,6 +267,235 @@ int Synthesize(const std::vector<std::string>& args) {
   for (const auto& v : big->profile().vlayers()) params += v.parameter_bytes();
   std::cout << "wrote " << out << ": " << big->profile().vlayers_size() << " vLayers, "
             << harmony::common::FormatBytes(params) << " of parameters\n";
+  return 0;
+}
+
+// "0-3,4-7,8-11" -> packs.
+absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
+  harmony::planner::Packing packs;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<std::string> ends = absl::StrSplit(part, '-');
+    int first = 0, last = 0;
+    if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &first) ||
+        !absl::SimpleAtoi(ends[1], &last) || first < 0 || last < first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--packs \"", text, "\": expected vLayer ranges such as 0-3,4-7,8-11"));
+    }
+    packs.push_back({first, last + 1});
+  }
+  return packs;
+}
+
+int Plan(const std::vector<std::string>& args) {
+  std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
+      mode = "auto", schedule = "harmony", packs_text, host_link_text;
+  int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0;
+  std::string optimizer = "sgd";
+  po::options_description flags(
+      "Usage: harmony-plan MODEL.pt --gpus N --device-memory SIZE --minibatch D\n"
+      "                    --sample-input x.pt -o plan.pb [flags]\n"
+      "       harmony-plan --profile p.json --gpus N ... -o plan.pb\n\n"
+      "Profiles the model (or reads --profile), searches the schedule (mode,\n"
+      "microbatch sizes, packs) under the device memory, simulates it, and\n"
+      "writes the plan harmony-exec runs.\n\nFlags");
+  // clang-format off
+  flags.add_options()
+      ("help,h", "show this help")
+      ("gpus", po::value(&gpus), "devices to plan for (required)")
+      ("device-memory", po::value(&memory_text),
+       "memory of each device, e.g. 11GiB (required)")
+      ("minibatch", po::value(&minibatch), "samples per iteration (required)")
+      ("sample-input", po::value(&sample_path),
+       "torch.save file with a sample input (to profile the model)")
+      ("profile", po::value(&profile_path),
+       "use this profile (harmony-plan profile / synthesize) instead of profiling")
+      ("output,o", po::value(&out), "plan file to write (required)")
+      ("json", po::value(&json_out), "also write the plan as JSON")
+      ("trace", po::value(&trace), "write a Chrome trace of one simulated iteration")
+      ("mode", po::value(&mode)->default_value(mode), "auto | vpp | vdp")
+      ("schedule", po::value(&schedule)->default_value(schedule),
+       "harmony | ondemand (the baseline, for comparison)")
+      ("microbatch", po::value(&microbatch)->default_value(0),
+       "pin the microbatch size (forward and backward); 0 searches")
+      ("packs", po::value(&packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
+      ("host-link", po::value(&host_link_text),
+       "host<->device bandwidth shared by the devices, e.g. 12GB/s (default: "
+       "the profile's measurement)")
+      ("granularity", po::value(&granularity)->default_value(0),
+       "vLayers when profiling: 0 = one per block, N = about N")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer),
+       "sgd | adam | adamw, when profiling");
+  // clang-format on
+  po::variables_map vm;
+  if (int rc = Parse(args, flags, &model, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  if (gpus < 1 || memory_text.empty() || out.empty()) {
+    std::cerr << "harmony-plan: need --gpus, --device-memory and -o (see --help)\n";
+    return 2;
+  }
+  if (minibatch < 1) {
+    std::cerr << "harmony-plan: --minibatch is required (samples per iteration, at "
+                 "least 1)\n";
+    return 2;
+  }
+  absl::StatusOr<uint64_t> memory = harmony::common::ParseBytes(memory_text);
+  if (!memory.ok()) return Fail(memory.status());
+  const bool tty = ::isatty(STDERR_FILENO);
+  auto progress = [&](const std::string& line) {
+    if (tty) {
+      std::cerr << "\r\033[K" << line << std::flush;
+    } else {
+      std::cerr << line << "\n";
+    }
+  };
+
+  harmony::proto::ProfileFile profile;
+  if (!profile_path.empty()) {
+    auto read = harmony::planner::ReadProfileFile(profile_path);
+    if (!read.ok()) return Fail(read.status());
+    profile = *std::move(read);
+    if (!model.empty() && !profile.model().sha256().empty()) {
+      auto sha = harmony::common::Sha256OfFile(model);
+      if (!sha.ok()) return Fail(sha.status());
+      if (*sha != profile.model().sha256()) {
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            profile_path, " profiles another model (sha256 ", profile.model().sha256(),
+            ", ", model, " has ", *sha, ")")));
+      }
+    }
+  } else {
+    if (model.empty() || sample_path.empty()) {
+      std::cerr << "harmony-plan: need MODEL.pt and --sample-input to profile, or "
+                   "--profile (see --help)\n";
+      return 2;
+    }
+    auto sample = harmony::common::LoadTrainingData(sample_path);
+    if (!sample.ok()) return Fail(sample.status());
+    harmony::planner::ProfilerOptions options;
+    options.devices.count = gpus;
+    options.devices.capacity = *memory;
+    options.granularity = granularity;
+    options.optimizer = optimizer;
+    options.max_microbatch = minibatch;
+    options.progress = progress;
+    auto measured = harmony::planner::ProfileModel(model, *sample, options);
+    if (tty) std::cerr << "\r\033[K";
+    if (!measured.ok()) return Fail(measured.status());
+    profile = *std::move(measured);
+  }
+  double host_link = 0;
+  if (!host_link_text.empty()) {
+    auto bw = harmony::common::ParseBandwidth(host_link_text);
+    if (!bw.ok()) return Fail(bw.status());
+    host_link = *bw;
+  }
+  auto cost = harmony::planner::CostModel::Create(profile, host_link);
+  if (!cost.ok()) return Fail(cost.status());
+
+  harmony::planner::SearchOptions options;
+  options.num_devices = gpus;
+  options.device_memory = *memory;
+  options.minibatch = minibatch;
+  options.microbatch = microbatch;
+  options.progress = progress;
+  if (mode == "vpp") {
+    options.mode = harmony::planner::Mode::kVpp;
+  } else if (mode == "vdp") {
+    options.mode = harmony::planner::Mode::kVdp;
+  } else if (mode != "auto") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--mode \"", mode, "\": expected auto, vpp or vdp")));
+  }
+  if (!packs_text.empty()) {
+    auto packs = ParsePacks(packs_text);
+    if (!packs.ok()) return Fail(packs.status());
+    options.backward_packs = *packs;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  harmony::planner::SearchResult result;
+  if (schedule == "harmony") {
+    auto found = harmony::planner::SearchSchedule(**cost, options);
+    if (tty) std::cerr << "\r\033[K";
+    if (!found.ok()) return Fail(found.status());
+    result = *std::move(found);
+  } else if (schedule == "ondemand") {
+    harmony::planner::Config c;
+    c.schedule = harmony::planner::Schedule::kOndemand;
+    c.num_devices = gpus;
+    c.device_memory = *memory;
+    c.minibatch = minibatch;
+    c.backward_microbatch = std::max(1, microbatch);
+    auto graph = harmony::planner::BuildTaskGraph(**cost, c);
+    if (!graph.ok()) return Fail(graph.status());
+    auto sim = harmony::planner::Simulate(**cost, *graph);
+    if (!sim.ok()) return Fail(sim.status());
+    result.graph = *std::move(graph);
+    result.sim = *std::move(sim);
+    result.candidates = 1;
+    result.feasible = result.sim.fits ? 1 : 0;
+  } else {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--schedule \"", schedule, "\": expected harmony or ondemand (gpipe and "
+        "dp-swap are not built yet)")));
+  }
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start).count();
+  absl::Status valid = harmony::planner::ValidateTaskGraph(**cost, result.graph);
+  if (!valid.ok()) return Fail(absl::InternalError(absl::StrCat("bug: ", valid.message())));
+  // The on-demand baseline at the same microbatch size, for comparison.
+  std::optional<harmony::planner::SimResult> ondemand;
+  {
+    harmony::planner::Config c;
+    c.schedule = harmony::planner::Schedule::kOndemand;
+    c.num_devices = gpus;
+    c.device_memory = *memory;
+    c.minibatch = minibatch;
+    c.backward_microbatch = result.graph.config.backward_microbatch;
+    auto graph = harmony::planner::BuildTaskGraph(**cost, c);
+    if (graph.ok()) {
+      auto sim = harmony::planner::Simulate(**cost, *graph);
+      if (sim.ok()) ondemand = *std::move(sim);
+    }
+  }
+  harmony::proto::Plan plan =
+      harmony::planner::BuildPlan(profile, result.graph, result.sim, ondemand);
+  absl::Status written = harmony::common::WritePlanFile(out, plan);
+  if (!written.ok()) return Fail(written);
+  if (!json_out.empty()) {
+    written = harmony::common::WritePlanJson(json_out, plan);
+    if (!written.ok()) return Fail(written);
+  }
+  if (!trace.empty()) {
+    auto sim = harmony::planner::Simulate(**cost, result.graph, /*keep_events=*/true);
+    if (!sim.ok()) return Fail(sim.status());
+    written = harmony::common::WriteFileAtomically(trace, harmony::planner::ChromeTrace(*sim));
+    if (!written.ok()) return Fail(written);
+  }
+  std::cout << "searched " << result.candidates << " configurations (" << result.feasible
+            << " fit) in " << absl::StrFormat("%.1f s", seconds) << "\n"
+            << harmony::planner::PlanSummary(plan) << "wrote " << out;
+  if (!json_out.empty()) std::cout << ", " << json_out;
+  if (!trace.empty()) std::cout << ", " << trace;
+  std::cout << "\n";
+  return 0;
+}
+
+int Inspect(const std::vector<std::string>& args) {
+  std::string path;
+  po::options_description flags(
+      "Usage: harmony-plan inspect plan.pb [--tasks]\n\n"
+      "Prints a plan: configuration, estimates, and with --tasks every\n"
+      "device's task list.\n\nFlags");
+  flags.add_options()("help,h", "show this help")("tasks", "list every task");
+  po::variables_map vm;
+  if (int rc = Parse(args, flags, &path, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  if (path.empty()) {
+    std::cerr << "harmony-plan inspect: need plan.pb (see --help)\n";
+    return 2;
+  }
+  auto plan = harmony::common::ReadPlanFile(path);
+  if (!plan.ok()) return Fail(plan.status());
+  std::cout << harmony::planner::PlanSummary(*plan);
+  if (vm.count("tasks")) std::cout << harmony::planner::PlanTasks(*plan);
   return 0;
 }
 
@@ -264,11 +510,16 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "profile") return Profile(args);
+  if (command == "inspect") return Inspect(args);
   if (command == "decompose") return Decompose(args);
   if (command == "synthesize") return Synthesize(args);
+  if (command.rfind("-", 0) == 0 || command.size() > 3 &&
+                                        command.substr(command.size() - 3) == ".pt") {
+    args.insert(args.begin(), command);
+    return Plan(args);
+  }
   std::cerr << "harmony-plan: \"" << command
-            << "\" is not a command; planning a schedule (harmony-plan MODEL.pt "
-               "--gpus N ...) is not built yet. Commands: profile, decompose, "
-               "synthesize (see --help)\n";
+            << "\" is not a command or a model file (MODEL.pt). Commands: inspect, "
+               "profile, decompose, synthesize (see --help)\n";
   return 2;
 }

@@ -103,7 +103,7 @@ TEST(PlanCliTest, BadInputIsOneClearLine) {
 
   r = RunCommand(absl::StrCat(kPlan, " frobnicate"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("Commands: profile, decompose, synthesize"),
+  EXPECT_NE(r.output.find("Commands: inspect, profile, decompose, synthesize"),
             std::string::npos);
 
   r = RunCommand(absl::StrCat(kPlan, " profile --help"));

@@ -574,18 +574,21 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
 absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& base,
                                                      int block, int block_count,
                                                      int num_blocks,
-                                                     double width_scale) {
+                                                     double width_scale,
+                                                     double seq_scale,
+                                                     double compute_scale) {
   const int n = base.profile().vlayers_size();
   if (block < 0 || block_count < 1 || block + block_count > n) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the block vLayers [", block, ", ", block + block_count,
         ") are not within the profile's ", n, " vLayers"));
   }
-  if (num_blocks < 1 || !(width_scale > 0)) {
+  if (num_blocks < 1 || !(width_scale > 0) || !(seq_scale > 0) || !(compute_scale > 0)) {
     return absl::InvalidArgumentError(
-        "the block count and the width scale must be positive");
+        "the block count and the width and sequence scales must be positive");
   }
   const double s = width_scale;
+  const double q = seq_scale;
   auto scale_meta = [&](proto::TensorMeta* m, double f) {
     m->set_bytes(static_cast<uint64_t>(m->bytes() * f));
     if (m->shape_size() > 0 && f != 1.0) {
@@ -593,17 +596,19 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
                    static_cast<int64_t>(std::llround(m->shape(m->shape_size() - 1) * f)));
     }
   };
-  // Weights and compute by `w`, activations by `a`.
-  auto scaled = [&](const proto::VLayerProfile& in, double w, double a) {
+  // Weights by `w`, compute by `w` x q, activations by `a` x q.
+  const double k = compute_scale;
+  auto scaled = [&](const proto::VLayerProfile& in, double w, double a_width) {
+    const double a = a_width * q;
     proto::VLayerProfile v = in;
     v.set_parameter_bytes(static_cast<uint64_t>(in.parameter_bytes() * w));
     v.set_gradient_bytes(static_cast<uint64_t>(in.gradient_bytes() * w));
     v.set_optimizer_state_bytes(static_cast<uint64_t>(in.optimizer_state_bytes() * w));
     v.set_buffer_bytes(static_cast<uint64_t>(in.buffer_bytes() * a));
-    v.set_update_time_s(in.update_time_s() * w);
+    v.set_update_time_s(in.update_time_s() * w);  // The host's CPU: unscaled.
     for (proto::MicrobatchProfile& m : *v.mutable_by_microbatch()) {
-      m.set_forward_time_s(m.forward_time_s() * w);
-      m.set_backward_time_s(m.backward_time_s() * w);
+      m.set_forward_time_s(m.forward_time_s() * w * q * k);
+      m.set_backward_time_s(m.backward_time_s() * w * q * k);
       // Peaks: weights (and, in backward, their gradients) scale with the
       // weights, the rest with the activations.
       auto peak = [&](uint64_t p, double weights) {
@@ -639,7 +644,10 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
   model->set_sha256("");
   model->set_file_bytes(0);
   model->set_file_name(absl::StrCat(base.model().file_name(), " (synthesized: ",
-                                    num_blocks, " blocks, width x", s, ")"));
+                                    num_blocks, " blocks, width x", s,
+                                    q != 1.0 ? absl::StrCat(", sequence x", q) : "",
+                                    k != 1.0 ? absl::StrCat(", compute x", k) : "",
+                                    ")"));
   proto::Decomposition* dec = model->mutable_decomposition();
   dec->clear_cut_points();
   dec->clear_vlayers();

@@ -67,9 +67,12 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(
 // in `base`). With `width_scale` s != 1 the block is scaled to a model s
 // times as wide: weights and compute by s^2, activations by s. Times and
 // sizes of the copies are the block's; the result is marked synthesized.
+// With `seq_scale` q != 1, sequences q times as long: activations and
+// compute scale by q more. `compute_scale` multiplies every time (e.g. 0.001
+// to plan for devices 1000 times faster than the one profiled).
 absl::StatusOr<proto::ProfileFile> SynthesizeProfile(
     const proto::ProfileFile& base, int block, int block_count, int num_blocks,
-    double width_scale);
+    double width_scale, double seq_scale = 1.0, double compute_scale = 1.0);
 
 // Reads and writes profile files (JSON). InvalidArgument naming the file
 // when it is not a profile; FailedPrecondition for a newer schema.

@@ -21,7 +21,7 @@ uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
-    const proto::ProfileFile& file) {
+    const proto::ProfileFile& file, double host_link) {
   const proto::Profile& p = file.profile();
   if (p.vlayers_size() == 0) {
     return absl::InvalidArgumentError("the profile has no vLayers");
@@ -40,6 +40,11 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
   m->bandwidths_.device_to_host = bw.device_to_host_bytes_per_s();
   m->bandwidths_.host_all_devices = bw.host_link_all_devices_bytes_per_s();
   m->bandwidths_.peer = bw.peer_bytes_per_s();
+  if (host_link > 0) {
+    m->bandwidths_.host_to_device = host_link;
+    m->bandwidths_.device_to_host = host_link;
+    m->bandwidths_.host_all_devices = host_link;
+  }
   if (!(m->bandwidths_.host_to_device > 0) || !(m->bandwidths_.device_to_host > 0)) {
     return absl::InvalidArgumentError(
         "the profile has no host<->device bandwidth (re-profile, or give "
@@ -228,6 +233,17 @@ uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u) const {
     }
   }
   return total;
+}
+
+std::vector<int> CostModel::Producers(int layer) const {
+  if (inputs_.empty()) return layer > 0 ? std::vector<int>{layer - 1} : std::vector<int>{};
+  std::vector<int> out;
+  for (const auto& [producer, index] : inputs_[layer]) {
+    if (producer >= 0 && std::find(out.begin(), out.end(), producer) == out.end()) {
+      out.push_back(producer);
+    }
+  }
+  return out;
 }
 
 uint64_t CostModel::WeightBytes(int begin, int end) const {

@@ -62,8 +62,11 @@ class CostModel {
  public:
   // Validates `file` (vLayers present, sizes increasing, bandwidths
   // positive); InvalidArgument saying what is wrong otherwise.
+  // `host_link` > 0 replaces the profile's host<->device bandwidths (bytes
+  // per second, per direction, shared by all devices): to plan for another
+  // machine's link, or a link in balance with this machine's compute.
   static absl::StatusOr<std::shared_ptr<const CostModel>> Create(
-      const proto::ProfileFile& file);
+      const proto::ProfileFile& file, double host_link = 0);
 
   int num_layers() const { return static_cast<int>(sizes_.size()); }
   const LayerSizes& sizes(int layer) const { return sizes_[layer]; }
@@ -89,6 +92,9 @@ class CostModel {
   // range [-1, 0) means forward's own arguments (the data).
   uint64_t CrossBytes(int producer_begin, int producer_end, int consumer_begin,
                       int consumer_end, int microbatch) const;
+
+  // The vLayers whose outputs `layer` reads (forward's arguments excluded).
+  std::vector<int> Producers(int layer) const;
 
   // Sums over [begin, end).
   uint64_t WeightBytes(int begin, int end) const;  // Parameters and buffers.

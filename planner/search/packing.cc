@@ -140,6 +140,7 @@ absl::StatusOr<Packing> OptimalPacks(const CostModel& m, const PackRequest& r) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // best[i]: (largest pack cost, sum of costs) over packings of the first i
   // vLayers; from[i]: where the last pack starts.
+  // (With minimize_sum the pair is (sum, largest).)
   std::vector<std::pair<double, double>> best(n + 1, {kInf, kInf});
   std::vector<int> from(n + 1, -1);
   best[0] = {0.0, 0.0};
@@ -149,7 +150,8 @@ absl::StatusOr<Packing> OptimalPacks(const CostModel& m, const PackRequest& r) {
       // Memory grows with the pack: stop at the first that does not fit.
       if (Memory(m, r, r.begin + b, r.begin + e) > r.budget) break;
       const double c = PackCost(m, r, r.begin + b, r.begin + e);
-      const std::pair<double, double> v{std::max(best[b].first, c), best[b].second + c};
+      std::pair<double, double> v{std::max(best[b].first, c), best[b].second + c};
+      if (r.minimize_sum) std::swap(v.first, v.second);
       if (v < best[e]) {
         best[e] = v;
         from[e] = b;

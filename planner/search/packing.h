@@ -6,7 +6,8 @@
 //   BalancedMemory  the fewest packs of about equal memory that all fit.
 //   BalancedTime    as many packs as BalancedMemory, of about equal time.
 //   Optimal         a dynamic program over every cut point: minimises the
-//                   largest pack cost (then the sum), where a pack costs its
+//                   largest pack cost then the sum (or, with minimize_sum,
+//                   the sum then the largest), where a pack costs its
 //                   compute over all microbatches, or its weight swap-in if
 //                   that is longer (it is prefetched during the previous
 //                   pack), plus moving its input and output activations.
@@ -49,6 +50,9 @@ struct PackRequest {
   uint64_t budget = 0;  // Bytes a pack may use.
   // Bandwidth a device gets for swaps (the host link shared by devices).
   double swap_bandwidth = 1e9;
+  // Optimal's objective: the sum of pack costs (packs that run one after
+  // another, as in vDP) rather than the largest (a pipeline, as in vPP).
+  bool minimize_sum = false;
 };
 
 absl::StatusOr<Packing> GreedyPacks(const CostModel& model, const PackRequest& r);

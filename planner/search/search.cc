@@ -78,9 +78,13 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           r.phase = PackPhase::kBackward;
           r.budget = static_cast<uint64_t>(o.device_memory * f);
           r.swap_bandwidth = link;
-          for (auto packer : {OptimalPacks, GreedyPacks, BalancedMemoryPacks,
-                              BalancedTimePacks}) {
-            absl::StatusOr<Packing> p = packer(model, r);
+          PackRequest sum = r;
+          sum.minimize_sum = true;
+          const std::vector<std::pair<decltype(&OptimalPacks), const PackRequest*>> packers = {
+              {OptimalPacks, &r}, {OptimalPacks, &sum}, {GreedyPacks, &r},
+              {BalancedMemoryPacks, &r}, {BalancedTimePacks, &r}};
+          for (const auto& [packer, request] : packers) {
+            absl::StatusOr<Packing> p = packer(model, *request);
             if (!p.ok()) {
               note(p.status());
               continue;
@@ -107,8 +111,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
               fits = fits && model.ForwardMemory(p.begin, p.end, uf) <= o.device_memory;
             }
             if (fits) forward.push_back(reuse);
-            // ... and packings of their own.
-            for (double f : fractions) {
+            // ... and packings of their own (fewer budgets: forward packs
+            // hold no gradients or saved activations).
+            for (double f : {1.0, 0.6}) {
               PackRequest r;
               r.begin = 0;
               r.end = fused;
@@ -117,8 +122,12 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
               r.phase = PackPhase::kForward;
               r.budget = static_cast<uint64_t>(o.device_memory * f);
               r.swap_bandwidth = link;
-              for (auto packer : {OptimalPacks, GreedyPacks}) {
-                absl::StatusOr<Packing> p = packer(model, r);
+              PackRequest sum = r;
+              sum.minimize_sum = true;
+              const std::vector<std::pair<decltype(&OptimalPacks), const PackRequest*>>
+                  packers = {{OptimalPacks, &r}, {OptimalPacks, &sum}, {GreedyPacks, &r}};
+              for (const auto& [packer, request] : packers) {
+                absl::StatusOr<Packing> p = packer(model, *request);
                 if (!p.ok()) {
                   note(p.status());
                   continue;
@@ -152,10 +161,18 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             ++best.candidates;
             if (!sim->fits) continue;
             ++best.feasible;
+            // Faster wins; within 1% of the time, fewer bytes over the
+            // host link, then fewer packs.
+            const double t = sim->iteration_s;
+            const double bt = have ? best.sim.iteration_s : 0;
+            const uint64_t bytes = sim->swap.host_link();
+            const uint64_t best_bytes = have ? best.sim.swap.host_link() : 0;
+            const bool close = have && t <= bt * 1.01 && t >= bt * 0.99;
             const bool better =
-                !have || sim->iteration_s < best.sim.iteration_s ||
-                (sim->iteration_s == best.sim.iteration_s &&
-                 TotalPacks(c) < TotalPacks(best.graph.config));
+                !have || (!close && t < bt) ||
+                (close && (bytes < best_bytes ||
+                           (bytes == best_bytes &&
+                            TotalPacks(c) < TotalPacks(best.graph.config))));
             if (better) {
               best.graph = *std::move(g);
               best.sim = *std::move(sim);

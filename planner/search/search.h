@@ -2,7 +2,8 @@
 // and backward microbatch sizes (U_f >= U_b; equal when the model depends
 // on batch statistics), and forward/backward packs made by every packer at
 // several memory budgets, every candidate is built into a task graph and
-// simulated; the fastest whose simulated peak fits the devices wins. Pinned
+// simulated; the fastest whose simulated peak fits the devices wins (within
+// 1% of the fastest time, the one moving fewer bytes over the host link). Pinned
 // choices (a microbatch size, a backward packing) restrict the search to
 // what is left free. Pure and deterministic: the same inputs give the same
 // result.

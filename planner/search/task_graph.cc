@@ -175,6 +175,30 @@ class Builder {
   TaskGraph& g_;
 };
 
+// For each pack of `consumers`, the packs of `producers` (by index) whose
+// vLayers it reads, in increasing order.
+std::vector<std::vector<int>> Feeds(const CostModel& m, const Packing& producers,
+                                    const Packing& consumers) {
+  std::vector<int> pack_of(m.num_layers(), -1);
+  for (size_t i = 0; i < producers.size(); ++i) {
+    for (int l = producers[i].begin; l < producers[i].end; ++l) pack_of[l] = static_cast<int>(i);
+  }
+  std::vector<std::vector<int>> feeds(consumers.size());
+  for (size_t p = 0; p < consumers.size(); ++p) {
+    for (int l = consumers[p].begin; l < consumers[p].end; ++l) {
+      for (int producer : m.Producers(l)) {
+        const int i = pack_of[producer];
+        if (i < 0 || (producers[i].begin <= l && l < producers[i].end)) continue;
+        if (std::find(feeds[p].begin(), feeds[p].end(), i) == feeds[p].end()) {
+          feeds[p].push_back(i);
+        }
+      }
+    }
+    std::sort(feeds[p].begin(), feeds[p].end());
+  }
+  return feeds;
+}
+
 std::vector<Microbatch> Indexed(std::vector<Microbatch> mbs) {
   for (size_t i = 0; i < mbs.size(); ++i) mbs[i].index = static_cast<int>(i);
   return mbs;
@@ -199,16 +223,19 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
                        {}, false);
   }
   // Forward: data, activations from earlier forward packs, stashes.
+  const auto fwd_feeds = Feeds(m, c.forward_packs, c.forward_packs);
+  const auto fused_feeds = Feeds(m, c.forward_packs, c.backward_packs);
+  const auto bwd_feeds = Feeds(m, c.backward_packs, c.backward_packs);
   for (int p = 0; p < nf; ++p) {
     b.DataIn(fwd[p]);
-    for (int i = 0; i < p; ++i) b.Link(fwd[i], fwd[p], c.forward_packs[i], c.forward_packs[p]);
+    for (int i : fwd_feeds[p]) b.Link(fwd[i], fwd[p], c.forward_packs[i], c.forward_packs[p]);
   }
   for (int q = 0; q < nb; ++q) {
     const PackRange r = c.backward_packs[q];
     b.DataIn(bwd[q]);
     if (q == nb - 1) {
       // The fused pack reads the forward packs' outputs directly.
-      for (int i = 0; i < nf; ++i) b.Link(fwd[i], bwd[q], c.forward_packs[i], r);
+      for (int i : fused_feeds[q]) b.Link(fwd[i], bwd[q], c.forward_packs[i], r);
     } else {
       // Stashed at forward time by the forward task holding its first vLayer.
       for (int p = 0; p < nf; ++p) {
@@ -216,8 +243,10 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
         if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) b.Stash(fwd[p], bwd[q]);
       }
     }
-    // Gradients of its outputs from later backward packs.
+    // Gradients of its outputs from the later backward packs that read them.
     for (int later = q + 1; later < nb; ++later) {
+      const auto& f = bwd_feeds[later];
+      if (std::find(f.begin(), f.end(), q) == f.end()) continue;
       b.Link(bwd[later], bwd[q], r, c.backward_packs[later]);
     }
     // Gradients, and buffers the pass updated (BatchNorm statistics).
@@ -260,10 +289,13 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
     }
     upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], 0, {}, false);
   }
+  const auto fwd_feeds = Feeds(m, c.forward_packs, c.forward_packs);
+  const auto fused_feeds = Feeds(m, c.forward_packs, c.backward_packs);
+  const auto bwd_feeds = Feeds(m, c.backward_packs, c.backward_packs);
   for (int d = 0; d < n; ++d) {
     for (int p = 0; p < nf; ++p) {
       b.DataIn(fwd[p][d]);
-      for (int i = 0; i < p; ++i) {
+      for (int i : fwd_feeds[p]) {
         b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p]);
       }
     }
@@ -271,7 +303,7 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
       const PackRange r = c.backward_packs[q];
       b.DataIn(bwd[q][d]);
       if (q == nb - 1) {
-        for (int i = 0; i < nf; ++i) b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r);
+        for (int i : fused_feeds[q]) b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r);
       } else {
         for (int p = 0; p < nf; ++p) {
           const PackRange f = c.forward_packs[p];
@@ -281,6 +313,8 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
         }
       }
       for (int later = q + 1; later < nb; ++later) {
+        const auto& f = bwd_feeds[later];
+        if (std::find(f.begin(), f.end(), q) == f.end()) continue;
         b.Link(bwd[later][d], bwd[q][d], r, c.backward_packs[later]);
       }
     }
