@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "gtest/gtest.h"
+#include "common/plan_file.h"
 #include "planner/profile/profiler.h"
 #include "tests/run_command.h"
 
@@ -69,6 +70,64 @@ TEST(PlanCliTest, ProfileDecomposeSynthesize) {
   auto big = planner::ReadProfileFile(Tmp("big.json"));
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(big->profile().vlayers_size(), vlayers.size() - 3 + 48);
+}
+
+TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 4 --width 32 --seq-len 16 "
+                                          "--vocab 64 -o ", Tmp("p.pt"), " --data ",
+                                    Tmp("p_data.pt")))
+                .exit_code,
+            0);
+  // Profile once, then plan twice from the profile; devices too small for
+  // the whole model force swapping.
+  auto profiled = RunCommand(absl::StrCat(
+      kPlan, " profile ", Tmp("p.pt"), " --sample-input ", Tmp("p_data.pt"),
+      " --devices cpu:2x64MiB --max-microbatch 8 --repeats 1 --profile-out ",
+      Tmp("p.json")));
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const std::string plan = absl::StrCat(
+      kPlan, " ", Tmp("p.pt"), " --profile ", Tmp("p.json"),
+      " --gpus 2 --device-memory 300KiB --minibatch 16 --trace ", Tmp("t.json"), " -o ");
+  auto first = RunCommand(plan + Tmp("a.pb") + " --json " + Tmp("a.json"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("searched "), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("on-demand swapping would move"), std::string::npos);
+  auto second = RunCommand(plan + Tmp("b.pb"));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_EQ(*common::ReadFileToString(Tmp("a.pb")), *common::ReadFileToString(Tmp("b.pb")));
+
+  absl::StatusOr<proto::Plan> read = common::ReadPlanFile(Tmp("a.pb"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model().sha256(), *common::Sha256OfFile(Tmp("p.pt")));
+  EXPECT_EQ(read->config().num_devices(), 2u);
+  EXPECT_GT(read->devices(0).tasks_size(), 0);
+  for (uint64_t peak : read->estimates().device_peak_bytes()) EXPECT_LE(peak, 300u * 1024);
+  EXPECT_TRUE(common::ReadPlanFile(Tmp("a.json")).ok());
+  EXPECT_GT(common::ReadFileToString(Tmp("t.json"))->size(), 100u);
+
+  auto inspected = RunCommand(absl::StrCat(kPlan, " inspect ", Tmp("a.pb"), " --tasks"));
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
+  EXPECT_NE(inspected.output.find("device 0:"), std::string::npos);
+  EXPECT_NE(inspected.output.find("WEIGHTS_IN"), std::string::npos) << inspected.output;
+
+  // A profile of another model is refused.
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("other.pt"), "other").ok());
+  auto other = RunCommand(absl::StrCat(kPlan, " ", Tmp("other.pt"), " --profile ",
+                                       Tmp("p.json"), " --gpus 2 --device-memory 1GiB "
+                                       "--minibatch 4 -o ", Tmp("c.pb")));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.output.find("profiles another model"), std::string::npos) << other.output;
+  // Too little memory names the vLayer and the cap.
+  auto tiny = RunCommand(absl::StrCat(kPlan, " --profile ", Tmp("p.json"),
+                                      " --gpus 2 --device-memory 1KiB --minibatch 4 -o ",
+                                      Tmp("d.pb")));
+  EXPECT_EQ(tiny.exit_code, 1);
+  EXPECT_NE(tiny.output.find("alone needs"), std::string::npos) << tiny.output;
+  // --minibatch missing.
+  auto missing = RunCommand(absl::StrCat(kPlan, " --profile ", Tmp("p.json"),
+                                         " --gpus 2 --device-memory 1GiB -o ", Tmp("e.pb")));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("--minibatch is required"), std::string::npos);
 }
 
 TEST(PlanCliTest, PythonScriptedModelWithTupleFreeSample) {
