@@ -3,8 +3,9 @@
 #
 # Today: builds the tools, writes a zoo GPT model and its data, trains it a
 # few steps with the plain LibTorch loop, splits it into vLayers and profiles
-# them on two virtual 256 MiB devices. As the schedule search, harmony-exec
-# and harmony-ctl land, this grows into plan -> daemon -> submit -> watch.
+# them on two virtual 256 MiB devices, and plans its schedule for two 2 MiB
+# devices. As harmony-exec and harmony-ctl land, this grows into
+# plan -> daemon -> submit -> watch.
 #
 #   scripts/demo.sh [--out DIR]     (default DIR: ./demo-out)
 set -euo pipefail
@@ -35,6 +36,13 @@ echo
 echo "demo: 4. profile every vLayer on 2 virtual devices of 256 MiB"
 bazel-bin/planner/harmony-plan profile "$out/gpt.pt" --sample-input "$out/gpt_data.pt" \
   --devices cpu:2x256MiB --max-microbatch 64 --profile-out "$out/gpt.profile.json"
+
+echo
+echo "demo: 5. plan it for 2 devices of 2 MiB (the model needs more: it must swap)"
+bazel-bin/planner/harmony-plan "$out/gpt.pt" --profile "$out/gpt.profile.json" \
+  --gpus 2 --device-memory 2MiB --minibatch 32 -o "$out/gpt.plan.pb" \
+  --json "$out/gpt.plan.json" --trace "$out/gpt.trace.json"
+bazel-bin/planner/harmony-plan inspect "$out/gpt.plan.pb" --tasks | head -20
 
 echo
 echo "demo: done; files in $out/"
