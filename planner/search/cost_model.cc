@@ -118,10 +118,33 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       m->inputs_.push_back(std::move(in));
     }
   }
+  m->Precompute();
   return std::shared_ptr<const CostModel>(std::move(m));
 }
 
+void CostModel::Precompute() {
+  const int n = num_layers();
+  table_.resize(static_cast<size_t>(kCached) * n);
+  forward_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
+  backward_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
+  for (int u = 1; u <= kCached; ++u) {
+    double* f = &forward_prefix_[static_cast<size_t>(u - 1) * (n + 1)];
+    double* b = &backward_prefix_[static_cast<size_t>(u - 1) * (n + 1)];
+    for (int l = 0; l < n; ++l) {
+      const LayerCost c = Compute(l, u);
+      table_[static_cast<size_t>(u - 1) * n + l] = c;
+      f[l + 1] = f[l] + c.forward_s;
+      b[l + 1] = b[l] + c.backward_s;
+    }
+  }
+}
+
 LayerCost CostModel::Cost(int layer, int u) const {
+  if (u >= 1 && u <= kCached) return table_[static_cast<size_t>(u - 1) * num_layers() + layer];
+  return Compute(layer, u);
+}
+
+LayerCost CostModel::Compute(int layer, int u) const {
   const std::vector<Row>& rows = rows_[layer];
   // Interpolates each group of fields over the rows where it was measured.
   auto interpolate = [&](auto valid, auto apply) {
@@ -277,12 +300,20 @@ double CostModel::UpdateSeconds(int begin, int end) const {
 }
 
 double CostModel::ForwardSeconds(int begin, int end, int u) const {
+  if (u >= 1 && u <= kCached) {
+    const double* f = &forward_prefix_[static_cast<size_t>(u - 1) * (num_layers() + 1)];
+    return f[end] - f[begin];
+  }
   double t = 0;
   for (int l = begin; l < end; ++l) t += Cost(l, u).forward_s;
   return t;
 }
 
 double CostModel::BackwardSeconds(int begin, int end, int u) const {
+  if (u >= 1 && u <= kCached) {
+    const double* b = &backward_prefix_[static_cast<size_t>(u - 1) * (num_layers() + 1)];
+    return b[end] - b[begin];
+  }
   double t = 0;
   for (int l = begin; l < end; ++l) t += Cost(l, u).backward_s;
   return t;

@@ -110,6 +110,14 @@ class CostModel {
 
  private:
   CostModel() = default;
+  LayerCost Compute(int layer, int microbatch) const;  // Uncached.
+  void Precompute();
+
+  // Costs and prefix sums of times for microbatches 1..kCached.
+  static constexpr int kCached = 256;
+  std::vector<LayerCost> table_;          // [(u - 1) * layers + l].
+  std::vector<double> forward_prefix_;    // [(u - 1) * (layers + 1) + l].
+  std::vector<double> backward_prefix_;
 
   struct Row {
     int size;

@@ -62,16 +62,26 @@ class Sim {
     op.name = std::move(name);
     ops_.push_back(std::move(op));
     const int id = static_cast<int>(ops_.size()) - 1;
-    queue_[{device, stream}].push_back(id);
+    const size_t q = Queue(device, stream);
+    if (queues_.size() <= q) queues_.resize(q + 1);
+    queues_[q].push_back(id);
     return id;
   }
 
-  static std::vector<const Transfer*> Find(const Task& t, TransferKind kind, int mb) {
-    std::vector<const Transfer*> out;
-    for (const Transfer& x : t.transfers) {
-      if (x.kind == kind && x.microbatch == mb) out.push_back(&x);
+  // The task's transfers of `kind` for microbatch `mb` (-1: the task's own),
+  // from an index built once per task.
+  const std::vector<const Transfer*>& Find(const Task& t, TransferKind kind, int mb) {
+    auto& index = index_[t.id];
+    if (index.empty()) {
+      index.resize((t.microbatches.size() + 1) * kKinds);
+      for (const Transfer& x : t.transfers) {
+        const size_t slot = static_cast<size_t>(x.microbatch + 1) * kKinds +
+                            static_cast<size_t>(x.kind);
+        if (slot < index.size()) index[slot].push_back(&x);
+      }
     }
-    return out;
+    const size_t slot = static_cast<size_t>(mb + 1) * kKinds + static_cast<size_t>(kind);
+    return slot < index.size() ? index[slot] : empty_;
   }
 
   static bool Aligned(const Task& a, const Task& b) {
@@ -265,22 +275,30 @@ class Sim {
     }
   }
 
+  // Streams in one flat index: the host's CPU first, then each device's.
+  static size_t Queue(int device, Stream stream) {
+    return static_cast<size_t>(device + 1) * kNumStreams + stream;
+  }
+
   // List scheduling: repeatedly start, among the operations at the head of
   // their stream whose dependencies are done, the one that can start first.
   absl::Status Schedule() {
-    std::map<std::pair<int, int>, size_t> head;
-    std::map<std::pair<int, int>, double> stream_free;
+    const size_t nq = queues_.size();
+    std::vector<size_t> head(nq, 0);
+    std::vector<double> stream_free(nq, 0.0);
     double link_free[2] = {0, 0};
     size_t done = 0;
     while (done < ops_.size()) {
       int best = -1;
+      size_t best_queue = 0;
       double best_start = std::numeric_limits<double>::infinity();
-      for (const auto& [key, list] : queue_) {
-        const size_t h = head[key];
+      for (size_t q = 0; q < nq; ++q) {
+        const std::vector<int>& list = queues_[q];
+        const size_t h = head[q];
         if (h >= list.size()) continue;
         const int id = list[h];
         const Op& op = ops_[id];
-        double start = stream_free[key];
+        double start = stream_free[q];
         bool ready = true;
         for (int dep : op.deps) {
           if (ops_[dep].end < 0) {
@@ -293,6 +311,7 @@ class Sim {
         if (op.link != kNoLink) start = std::max(start, link_free[op.link]);
         if (start < best_start || (start == best_start && id < best)) {
           best = id;
+          best_queue = q;
           best_start = start;
         }
       }
@@ -303,9 +322,8 @@ class Sim {
       Op& op = ops_[best];
       op.start = best_start;
       op.end = best_start + op.duration;
-      const std::pair<int, int> key{op.device, op.stream};
-      stream_free[key] = op.end;
-      head[key]++;
+      stream_free[best_queue] = op.end;
+      head[best_queue]++;
       if (op.link != kNoLink) link_free[op.link] = op.end;
       ++done;
     }
@@ -385,9 +403,12 @@ class Sim {
   const Config& c_;
   double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1;
   std::vector<Op> ops_;
-  std::map<std::pair<int, int>, std::vector<int>> queue_;  // (device, stream).
+  std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
   // (task, kind, to) -> (microbatch, op) of its sends.
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
+  static constexpr size_t kKinds = 10;  // TransferKind values.
+  std::map<int, std::vector<std::vector<const Transfer*>>> index_;
+  const std::vector<const Transfer*> empty_;
   std::vector<int> first_compute_, weight_op_;
   std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;
