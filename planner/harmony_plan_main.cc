@@ -290,6 +290,7 @@ int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", packs_text, host_link_text;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0;
+  double tolerance = 0.05;
   std::string optimizer = "sgd";
   po::options_description flags(
       "Usage: harmony-plan MODEL.pt --gpus N --device-memory SIZE --minibatch D\n"
@@ -318,6 +319,9 @@ int Plan(const std::vector<std::string>& args) {
       ("microbatch", po::value(&microbatch)->default_value(0),
        "pin the microbatch size (forward and backward); 0 searches")
       ("packs", po::value(&packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
+      ("time-tolerance", po::value(&tolerance)->default_value(0.05),
+       "simulated times within this fraction of the fastest count as equal; "
+       "among them the plan moving fewer bytes wins")
       ("host-link", po::value(&host_link_text),
        "host<->device bandwidth shared by the devices, e.g. 12GB/s (default: "
        "the profile's measurement)")
@@ -396,6 +400,7 @@ int Plan(const std::vector<std::string>& args) {
   options.device_memory = *memory;
   options.minibatch = minibatch;
   options.microbatch = microbatch;
+  options.time_tolerance = tolerance;
   options.progress = progress;
   if (mode == "vpp") {
     options.mode = harmony::planner::Mode::kVpp;

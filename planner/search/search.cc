@@ -1,6 +1,7 @@
 #include "planner/search/search.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
 
   SearchResult best;
   bool have = false;
+  double fastest = std::numeric_limits<double>::infinity();
   absl::Status first_error = absl::OkStatus();
   auto note = [&](const absl::Status& s) {
     if (first_error.ok() && !s.ok()) first_error = s;
@@ -161,18 +163,25 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             ++best.candidates;
             if (!sim->fits) continue;
             ++best.feasible;
-            // Faster wins; within 1% of the time, fewer bytes over the
-            // host link, then fewer packs.
+            // Faster wins; within the tolerance, fewer bytes over the host
+            // link, then fewer packs. Compared with the fastest time seen, so
+            // the winner stays within the tolerance of the fastest.
             const double t = sim->iteration_s;
-            const double bt = have ? best.sim.iteration_s : 0;
+            fastest = std::min(fastest, t);
             const uint64_t bytes = sim->swap.host_link();
-            const uint64_t best_bytes = have ? best.sim.swap.host_link() : 0;
-            const bool close = have && t <= bt * 1.01 && t >= bt * 0.99;
-            const bool better =
-                !have || (!close && t < bt) ||
-                (close && (bytes < best_bytes ||
-                           (bytes == best_bytes &&
-                            TotalPacks(c) < TotalPacks(best.graph.config))));
+            const double limit = fastest * (1 + o.time_tolerance);
+            bool better = !have;
+            if (have) {
+              const double bt = best.sim.iteration_s;
+              const uint64_t best_bytes = best.sim.swap.host_link();
+              if (bt > limit) {
+                better = t < bt;  // The current best fell out of the window.
+              } else if (t <= limit) {
+                better = bytes < best_bytes ||
+                         (bytes == best_bytes &&
+                          (t < bt || (t == bt && TotalPacks(c) < TotalPacks(best.graph.config))));
+              }
+            }
             if (better) {
               best.graph = *std::move(g);
               best.sim = *std::move(sim);

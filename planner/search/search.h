@@ -3,7 +3,8 @@
 // on batch statistics), and forward/backward packs made by every packer at
 // several memory budgets, every candidate is built into a task graph and
 // simulated; the fastest whose simulated peak fits the devices wins (within
-// 1% of the fastest time, the one moving fewer bytes over the host link). Pinned
+// `time_tolerance` of the fastest time, the one moving fewer bytes over the
+// host link). Pinned
 // choices (a microbatch size, a backward packing) restrict the search to
 // what is left free. Pure and deterministic: the same inputs give the same
 // result.
@@ -33,6 +34,10 @@ struct SearchOptions {
   Schedule schedule = Schedule::kHarmony;
   int microbatch = 0;        // > 0 pins U_f = U_b.
   Packing backward_packs;    // Non-empty pins the backward packing.
+  // Simulated times within this fraction of the fastest count as equal, and
+  // among them the plan moving fewer bytes over the host link wins: the
+  // simulator is not that exact, and less traffic is more robust.
+  double time_tolerance = 0.05;
   std::function<void(const std::string&)> progress;
 };
 
