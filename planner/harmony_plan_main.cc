@@ -315,7 +315,7 @@ int Plan(const std::vector<std::string>& args) {
       ("trace", po::value(&trace), "write a Chrome trace of one simulated iteration")
       ("mode", po::value(&mode)->default_value(mode), "auto | vpp | vdp")
       ("schedule", po::value(&schedule)->default_value(schedule),
-       "harmony | ondemand (the baseline, for comparison)")
+       "harmony | ondemand | gpipe | dp-swap (baselines, for comparison)")
       ("microbatch", po::value(&microbatch)->default_value(0),
        "pin the microbatch size (forward and backward); 0 searches")
       ("packs", po::value(&packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
@@ -422,25 +422,21 @@ int Plan(const std::vector<std::string>& args) {
     if (tty) std::cerr << "\r\033[K";
     if (!found.ok()) return Fail(found.status());
     result = *std::move(found);
-  } else if (schedule == "ondemand") {
-    harmony::planner::Config c;
-    c.schedule = harmony::planner::Schedule::kOndemand;
-    c.num_devices = gpus;
-    c.device_memory = *memory;
-    c.minibatch = minibatch;
-    c.backward_microbatch = std::max(1, microbatch);
-    auto graph = harmony::planner::BuildTaskGraph(**cost, c);
-    if (!graph.ok()) return Fail(graph.status());
-    auto sim = harmony::planner::Simulate(**cost, *graph);
-    if (!sim.ok()) return Fail(sim.status());
-    result.graph = *std::move(graph);
-    result.sim = *std::move(sim);
-    result.candidates = 1;
-    result.feasible = result.sim.fits ? 1 : 0;
+  } else if (schedule == "ondemand" || schedule == "gpipe" || schedule == "dp-swap") {
+    options.schedule = schedule == "ondemand" ? harmony::planner::Schedule::kOndemand
+                       : schedule == "gpipe"  ? harmony::planner::Schedule::kGpipe
+                                              : harmony::planner::Schedule::kDpSwap;
+    auto planned = harmony::planner::PlanBaseline(**cost, options, std::max(1, microbatch));
+    if (!planned.ok()) return Fail(planned.status());
+    result = *std::move(planned);
+    if (!result.sim.fits) {
+      std::cerr << "harmony-plan: warning: the " << schedule
+                << " schedule does not fit the device memory at microbatch "
+                << std::max(1, microbatch) << " (see the peaks below)\n";
+    }
   } else {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--schedule \"", schedule, "\": expected harmony or ondemand (gpipe and "
-        "dp-swap are not built yet)")));
+        "--schedule \"", schedule, "\": expected harmony, ondemand, gpipe or dp-swap")));
   }
   const double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start).count();
@@ -449,17 +445,11 @@ int Plan(const std::vector<std::string>& args) {
   // The on-demand baseline at the same microbatch size, for comparison.
   std::optional<harmony::planner::SimResult> ondemand;
   {
-    harmony::planner::Config c;
-    c.schedule = harmony::planner::Schedule::kOndemand;
-    c.num_devices = gpus;
-    c.device_memory = *memory;
-    c.minibatch = minibatch;
-    c.backward_microbatch = result.graph.config.backward_microbatch;
-    auto graph = harmony::planner::BuildTaskGraph(**cost, c);
-    if (graph.ok()) {
-      auto sim = harmony::planner::Simulate(**cost, *graph);
-      if (sim.ok()) ondemand = *std::move(sim);
-    }
+    harmony::planner::SearchOptions baseline = options;
+    baseline.schedule = harmony::planner::Schedule::kOndemand;
+    auto planned = harmony::planner::PlanBaseline(
+        **cost, baseline, result.graph.config.backward_microbatch);
+    if (planned.ok()) ondemand = std::move(planned->sim);
   }
   harmony::proto::Plan plan =
       harmony::planner::BuildPlan(profile, result.graph, result.sim, ondemand);

@@ -55,6 +55,15 @@ struct SearchResult {
 absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                                             const SearchOptions& options);
 
+// Plans a baseline schedule (options.schedule: ondemand, gpipe or dp-swap)
+// at one microbatch size, for comparison: ondemand puts one vLayer in each
+// pack; dp-swap the fewest packs (greedy) within half a device's memory
+// (the other half for the next pack's weights); gpipe balanced-time packs,
+// at least one per device. It is simulated whether or not it fits
+// (sim.fits says). The same errors as SearchSchedule.
+absl::StatusOr<SearchResult> PlanBaseline(const CostModel& model,
+                                          const SearchOptions& options, int microbatch);
+
 }  // namespace harmony::planner
 
 #endif  // HARMONY_PLANNER_SEARCH_SEARCH_H_

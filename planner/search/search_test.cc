@@ -87,3 +87,27 @@ TEST(SearchTest, ErrorsSayWhatToChange) {
 
 }  // namespace
 }  // namespace harmony::planner
+
+namespace harmony::planner {
+namespace {
+
+TEST(SearchTest, BaselinesArePlannedAndSwapMoreThanHarmony) {
+  FakeProfileOptions f;
+  f.layers = 16;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  SearchOptions o = Options(2, 6u << 20, 32);
+  absl::StatusOr<SearchResult> harmony = SearchSchedule(*m, o);
+  ASSERT_TRUE(harmony.ok()) << harmony.status();
+  const int u = harmony->graph.config.backward_microbatch;
+  for (Schedule s : {Schedule::kOndemand, Schedule::kDpSwap, Schedule::kGpipe}) {
+    o.schedule = s;
+    absl::StatusOr<SearchResult> b = PlanBaseline(*m, o, u);
+    ASSERT_TRUE(b.ok()) << ScheduleName(s) << ": " << b.status();
+    EXPECT_TRUE(ValidateTaskGraph(*m, b->graph).ok()) << ScheduleName(s);
+    EXPECT_EQ(b->graph.config.schedule, s);
+    EXPECT_GT(b->sim.swap.host_link(), harmony->sim.swap.host_link()) << ScheduleName(s);
+  }
+}
+
+}  // namespace
+}  // namespace harmony::planner

@@ -148,8 +148,9 @@ class Builder {
         const uint64_t bytes = m_.WeightBytes(t.vlayers.begin, t.vlayers.end);
         if (i > 0) {
           Task& prev = g_.tasks[list[i - 1]];
-          if (prev.kind == TaskKind::kForward && t.kind == TaskKind::kBackward &&
-              prev.vlayers == t.vlayers) {
+          // Same pack range next: the weights stay (Harmony's last forward
+          // into its first backward; a baseline staying on its pack).
+          if (prev.vlayers == t.vlayers) {
             prev.transfers.push_back({TransferKind::kKeepResident, Channel::kLocal,
                                       t.vlayers, -1, d, t.id, bytes});
             continue;
@@ -341,11 +342,6 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
   b.Weights();
 }
 
-// On-demand swapping (vDNN / LMS style): data parallel over the devices,
-// every vLayer its own pack, and every task one microbatch, so weights are
-// swapped in for each microbatch (forward and backward) and gradients go
-// out for each microbatch. Activations between consecutive vLayers stay on
-// the device; each vLayer's input is offloaded for its backward.
 // The on-demand configuration: data parallel, one vLayer per pack.
 Config OndemandConfig(const CostModel& m, Config c) {
   c.mode = Mode::kVdp;
@@ -359,64 +355,110 @@ Config OndemandConfig(const CostModel& m, Config c) {
   return c;
 }
 
-void BuildOndemand(const CostModel& m, const Config& c, TaskGraph& g) {
+// The baselines, one microbatch per task (no input-batch grouping), so a
+// device swaps a pack's weights in for every microbatch unless it stays on
+// that pack, and gradients go out after every microbatch:
+//   ondemand (vDNN / LMS style) and dp-swap: data parallel, every device
+//     runs every pack on its share, forward then backward per microbatch;
+//     ondemand with one vLayer per pack, dp-swap with the given packs;
+//   gpipe: packs placed round-robin over the devices (stages), all
+//     microbatches' forwards pipelined, then all their backwards.
+// Activations between tasks of one device stay on it; each backward pack's
+// input is offloaded at forward time.
+void BuildPerMicrobatch(const CostModel& m, const Config& c, TaskGraph& g) {
   Builder b(m, c, &g);
   const int n = c.num_devices;
-  const int layers = m.num_layers();
-  // Per device: for each of its microbatches, forward then backward.
+  const int nf = static_cast<int>(c.forward_packs.size());
+  const int nb = static_cast<int>(c.backward_packs.size());
+  const bool pipeline = c.schedule == Schedule::kGpipe;
   struct Planned {
     TaskKind kind;
-    int layer;
+    int pack;
+    int device;
     Microbatch mb;
   };
-  std::vector<std::vector<Planned>> per_device(n);
-  for (int d = 0, at = 0; d < n; ++d) {
-    const int share = c.minibatch / n + (d < c.minibatch % n ? 1 : 0);
-    for (const Microbatch& mb : SplitMicrobatches(at, share, c.backward_microbatch)) {
-      for (int l = 0; l + 1 < layers; ++l) per_device[d].push_back({TaskKind::kForward, l, mb});
-      for (int l = layers - 1; l >= 0; --l) per_device[d].push_back({TaskKind::kBackward, l, mb});
+  std::vector<Planned> order;
+  if (pipeline) {
+    const std::vector<Microbatch> mbs =
+        SplitMicrobatches(0, c.minibatch, c.backward_microbatch);
+    for (const Microbatch& mb : mbs) {
+      for (int p = 0; p < nf; ++p) order.push_back({TaskKind::kForward, p, p % n, mb});
     }
-    at += share;
-  }
-  // Interleave the devices' lists into one global order.
-  std::map<std::tuple<int, int, int, int>, int> id;  // (kind, layer, device, mb).
-  for (size_t step = 0;; ++step) {
-    bool any = false;
-    for (int d = 0; d < n; ++d) {
-      if (step >= per_device[d].size()) continue;
-      any = true;
-      const Planned& p = per_device[d][step];
-      const int t = b.AddTask(p.kind, p.layer, {p.layer, p.layer + 1}, d, {p.mb},
-                              p.kind == TaskKind::kBackward && p.layer == layers - 1);
-      id[{static_cast<int>(p.kind), p.layer, d, p.mb.index}] = t;
+    for (const Microbatch& mb : mbs) {
+      for (int q = nb - 1; q >= 0; --q) order.push_back({TaskKind::kBackward, q, q % n, mb});
     }
-    if (!any) break;
+  } else {
+    // Each device's list, then interleaved into one global order.
+    std::vector<std::vector<Planned>> per_device(n);
+    for (int d = 0, at = 0; d < n; ++d) {
+      const int share = c.minibatch / n + (d < c.minibatch % n ? 1 : 0);
+      for (const Microbatch& mb : SplitMicrobatches(at, share, c.backward_microbatch)) {
+        for (int p = 0; p < nf; ++p) per_device[d].push_back({TaskKind::kForward, p, d, mb});
+        for (int q = nb - 1; q >= 0; --q) {
+          per_device[d].push_back({TaskKind::kBackward, q, d, mb});
+        }
+      }
+      at += share;
+    }
+    for (size_t step = 0;; ++step) {
+      bool any = false;
+      for (int d = 0; d < n; ++d) {
+        if (step >= per_device[d].size()) continue;
+        any = true;
+        order.push_back(per_device[d][step]);
+      }
+      if (!any) break;
+    }
   }
-  std::vector<int> upd(layers);
-  for (int l = layers - 1; l >= 0; --l) {
-    upd[l] = b.AddTask(TaskKind::kUpdate, l, {l, l + 1}, 0, {}, false);
+  // (kind, pack, first sample) -> task; microbatches are told apart by
+  // their first sample, which is unique in the minibatch.
+  std::map<std::tuple<int, int, int>, int> id;
+  for (const Planned& p : order) {
+    const Packing& packs = p.kind == TaskKind::kForward ? c.forward_packs : c.backward_packs;
+    const int t = b.AddTask(p.kind, p.pack, packs[p.pack], p.device, {p.mb},
+                            p.kind == TaskKind::kBackward && p.pack == nb - 1);
+    id[{static_cast<int>(p.kind), p.pack, p.mb.offset}] = t;
   }
+  std::vector<int> upd(nb);
+  for (int q = nb - 1; q >= 0; --q) {
+    upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], q % n, {}, false);
+  }
+  const auto fwd_feeds = Feeds(m, c.forward_packs, c.forward_packs);
+  const auto fused_feeds = Feeds(m, c.forward_packs, c.backward_packs);
+  const auto bwd_feeds = Feeds(m, c.backward_packs, c.backward_packs);
   const int kF = static_cast<int>(TaskKind::kForward);
   const int kB = static_cast<int>(TaskKind::kBackward);
   for (const auto& [key, t] : id) {
-    const auto& [kind, l, d, mbi] = key;
-    const PackRange r{l, l + 1};
+    const auto& [kind, pack, sample] = key;
     b.DataIn(t);
     if (kind == kF) {
-      for (int i = 0; i < l; ++i) b.Link(id.at({kF, i, d, mbi}), t, {i, i + 1}, r, true);
-      if (l > 0) b.Stash(t, id.at({kB, l, d, mbi}));
-    } else {
-      if (l == layers - 1) {
-        for (int i = 0; i < l; ++i) b.Link(id.at({kF, i, d, mbi}), t, {i, i + 1}, r, true);
+      for (int i : fwd_feeds[pack]) {
+        b.Link(id.at({kF, i, sample}), t, c.forward_packs[i], c.forward_packs[pack], true);
       }
-      for (int later = l + 1; later < layers; ++later) {
-        b.Link(id.at({kB, later, d, mbi}), t, r, {later, later + 1}, true);
-      }
-      g.tasks[t].transfers.push_back(
-          {TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, upd[l],
-           m.GradientBytes(l, l + 1) + m.BufferBytes(l, l + 1)});
-      b.AddDependency(upd[l], t);
+      continue;
     }
+    const PackRange r = c.backward_packs[pack];
+    if (pack == nb - 1) {
+      for (int i : fused_feeds[pack]) {
+        b.Link(id.at({kF, i, sample}), t, c.forward_packs[i], r, true);
+      }
+    } else {
+      for (int p = 0; p < nf; ++p) {
+        const PackRange f = c.forward_packs[p];
+        if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) {
+          b.Stash(id.at({kF, p, sample}), t);
+        }
+      }
+    }
+    for (int later = pack + 1; later < nb; ++later) {
+      const auto& f = bwd_feeds[later];
+      if (std::find(f.begin(), f.end(), pack) == f.end()) continue;
+      b.Link(id.at({kB, later, sample}), t, r, c.backward_packs[later], true);
+    }
+    g.tasks[t].transfers.push_back(
+        {TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, upd[pack],
+         m.GradientBytes(r.begin, r.end) + m.BufferBytes(r.begin, r.end)});
+    b.AddDependency(upd[pack], t);
   }
   b.Weights();
 }
@@ -447,13 +489,15 @@ absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& r
   if (auto s = CheckConfig(model, config); !s.ok()) return s;
   TaskGraph g;
   g.config = config;
-  if (config.schedule == Schedule::kOndemand) {
-    BuildOndemand(model, config, g);
-    return g;
-  }
   if (config.schedule != Schedule::kHarmony) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the ", ScheduleName(config.schedule), " schedule is not built yet"));
+    if (config.forward_microbatch != config.backward_microbatch) {
+      return Invalid("the baselines use one microbatch size (U_f = U_b)");
+    }
+    if (config.schedule != Schedule::kGpipe && config.mode != Mode::kVdp) {
+      return Invalid("ondemand and dp-swap are data parallel (mode vdp)");
+    }
+    BuildPerMicrobatch(model, config, g);
+    return g;
   }
   if (config.mode == Mode::kVpp) {
     BuildVpp(model, config, g);

@@ -228,10 +228,57 @@ TEST(TaskGraphTest, OndemandSwapsWeightsForEveryMicrobatch) {
     updates += t.kind == TaskKind::kUpdate;
     if (t.kind != TaskKind::kUpdate) EXPECT_EQ(t.microbatches.size(), 1u);
   }
-  // 4 microbatches in all; per microbatch: 3 forward vLayers + 4 backward,
-  // 1 MiB each.
-  EXPECT_EQ(weights_in, 4u * 7 << 20);
+  // 4 microbatches in all (2 per device); per microbatch: 3 forward vLayers
+  // + 4 backward, 1 MiB each; a device's second microbatch starts on vLayer 0,
+  // whose weights its last backward task left on the device.
+  EXPECT_EQ(weights_in, (4u * 7 - 2) << 20);
   EXPECT_EQ(updates, 4);
+}
+
+}  // namespace
+}  // namespace harmony::planner
+
+namespace harmony::planner {
+namespace {
+
+TEST(TaskGraphTest, BaselinesSwapPerMicrobatch) {
+  auto m = Model(8);
+  Config c;
+  c.num_devices = 2;
+  c.minibatch = 8;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 4}};
+  c.backward_packs = {{0, 4}, {4, 8}};
+  // dp-swap: data parallel, packs as given, one microbatch per task.
+  c.schedule = Schedule::kDpSwap;
+  c.mode = Mode::kVdp;
+  absl::StatusOr<TaskGraph> dp = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *dp).ok()) << ValidateTaskGraph(*m, *dp);
+  int tasks = 0;
+  for (const Task& t : dp->tasks) tasks += t.kind != TaskKind::kUpdate;
+  EXPECT_EQ(tasks, 4 * 3);  // 4 microbatches x (1 forward + 2 backward).
+  // gpipe: packs over the devices, activations device to device.
+  c.schedule = Schedule::kGpipe;
+  c.mode = Mode::kVpp;
+  absl::StatusOr<TaskGraph> gp = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(gp.ok()) << gp.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *gp).ok()) << ValidateTaskGraph(*m, *gp);
+  bool peer = false;
+  uint64_t weights = 0;
+  for (const Task& t : gp->tasks) {
+    for (const Transfer& x : t.transfers) {
+      peer = peer || (x.kind == TransferKind::kActivationsOut && x.channel == Channel::kPeer);
+      if (x.kind == TransferKind::kWeightsIn) weights += x.bytes;
+    }
+  }
+  EXPECT_TRUE(peer);
+  // Device 0 holds pack 0 (forward and backward), device 1 the fused pack 1:
+  // each loads its weights once, then stays on them.
+  EXPECT_EQ(weights, 8u << 20);
+  c.forward_microbatch = 4;
+  EXPECT_EQ(BuildTaskGraph(*m, c).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
