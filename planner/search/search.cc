@@ -221,9 +221,15 @@ absl::StatusOr<SearchResult> PlanBaseline(const CostModel& model, const SearchOp
     r.phase = PackPhase::kBackward;
     r.budget = o.device_memory / 2;
     r.swap_bandwidth = model.bandwidths().host_all_devices / o.num_devices;
-    absl::StatusOr<Packing> packs = o.schedule == Schedule::kGpipe
-                                        ? BalancedTimePacks(model, r)
-                                        : GreedyPacks(model, r);
+    auto pack = [&] {
+      return o.schedule == Schedule::kGpipe ? BalancedTimePacks(model, r)
+                                            : GreedyPacks(model, r);
+    };
+    absl::StatusOr<Packing> packs = pack();
+    if (absl::IsResourceExhausted(packs.status())) {
+      r.budget = o.device_memory;  // No room to prefetch, then.
+      packs = pack();
+    }
     if (!packs.ok()) return packs.status();
     if (o.schedule == Schedule::kGpipe &&
         static_cast<int>(packs->size()) < std::min(o.num_devices, model.num_layers())) {

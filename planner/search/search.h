@@ -58,7 +58,8 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
 // Plans a baseline schedule (options.schedule: ondemand, gpipe or dp-swap)
 // at one microbatch size, for comparison: ondemand puts one vLayer in each
 // pack; dp-swap the fewest packs (greedy) within half a device's memory
-// (the other half for the next pack's weights); gpipe balanced-time packs,
+// (the other half for the next pack's weights; all of it when a vLayer
+// needs more); gpipe balanced-time packs likewise,
 // at least one per device. It is simulated whether or not it fits
 // (sim.fits says). The same errors as SearchSchedule.
 absl::StatusOr<SearchResult> PlanBaseline(const CostModel& model,
