@@ -467,7 +467,19 @@ int Plan(const std::vector<std::string>& args) {
   }
   std::cout << "searched " << result.candidates << " configurations (" << result.feasible
             << " fit) in " << absl::StrFormat("%.1f s", seconds) << "\n"
-            << harmony::planner::PlanSummary(plan) << "wrote " << out;
+            << harmony::planner::PlanSummary(plan);
+  for (size_t d = 0; d < result.sim.busy.size(); ++d) {
+    const auto& busy = result.sim.busy[d];
+    std::cout << absl::StrFormat(
+        "  device %d busy: compute %.1f%%, swap-in %.1f%%, swap-out %.1f%%, peer %.1f%%\n", d,
+        100 * busy[harmony::planner::kCompute] / result.sim.iteration_s,
+        100 * busy[harmony::planner::kSwapIn] / result.sim.iteration_s,
+        100 * busy[harmony::planner::kSwapOut] / result.sim.iteration_s,
+        100 * busy[harmony::planner::kPeer] / result.sim.iteration_s);
+  }
+  std::cout << absl::StrFormat("  host CPU optimizer busy: %.1f%%\n",
+                               100 * result.sim.optimizer_busy_s / result.sim.iteration_s)
+            << "wrote " << out;
   if (!json_out.empty()) std::cout << ", " << json_out;
   if (!trace.empty()) std::cout << ", " << trace;
   std::cout << "\n";

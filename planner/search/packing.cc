@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/units.h"
 
 namespace harmony::planner {
 namespace {
@@ -24,10 +25,10 @@ absl::Status CheckRange(const CostModel& m, const PackRequest& r) {
     const uint64_t need = Memory(m, r, l, l + 1);
     if (need > r.budget) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "vLayer ", l, " alone needs ", need, " bytes for its ",
+          "vLayer ", l, " alone needs ", common::FormatBytes(need), " for its ",
           r.phase == PackPhase::kForward ? "forward" : "backward",
-          " at microbatch ", r.microbatch, ", more than the ", r.budget,
-          " bytes a device has for it"));
+          " at microbatch ", r.microbatch, ", more than the ",
+          common::FormatBytes(r.budget), " a device has for it"));
     }
   }
   return absl::OkStatus();
