@@ -31,6 +31,7 @@
 #include "common/units.h"
 #include "common/files.h"
 #include "common/plan_file.h"
+#include "common/status.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/cost_model.h"
@@ -47,6 +48,7 @@ constexpr char kUsage[] =
     "       harmony-plan COMMAND ...\n\n"
     "Commands:\n"
     "  inspect plan.pb                        print a plan\n"
+    "  simulate plan.pb [--trace t.json]      re-simulate a saved plan\n"
     "  profile MODEL.pt --sample-input x.pt   measure every vLayer on the devices\n"
     "  decompose MODEL.pt                     show how the model splits into vLayers\n"
     "  synthesize --profile p.json ...        scale a profile to a larger model\n\n"
@@ -486,6 +488,54 @@ int Plan(const std::vector<std::string>& args) {
   return 0;
 }
 
+int SimulatePlan(const std::vector<std::string>& args) {
+  std::string path, trace, host_link_text;
+  po::options_description flags(
+      "Usage: harmony-plan simulate plan.pb [--trace t.json] [--host-link BW]\n\n"
+      "Re-simulates a saved plan from the profile it carries: validates its task\n"
+      "graph and prints the predicted iteration (optionally on another host link).\n\nFlags");
+  flags.add_options()("help,h", "show this help")(
+      "trace", po::value(&trace), "write a Chrome trace of the iteration")(
+      "host-link", po::value(&host_link_text), "host<->device bandwidth, e.g. 12GB/s");
+  po::variables_map vm;
+  if (int rc = Parse(args, flags, &path, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  if (path.empty()) {
+    std::cerr << "harmony-plan simulate: need plan.pb (see --help)\n";
+    return 2;
+  }
+  auto plan = harmony::common::ReadPlanFile(path);
+  if (!plan.ok()) return Fail(plan.status());
+  double host_link = 0;
+  if (!host_link_text.empty()) {
+    auto bw = harmony::common::ParseBandwidth(host_link_text);
+    if (!bw.ok()) return Fail(bw.status());
+    host_link = *bw;
+  }
+  auto cost = harmony::planner::CostModel::Create(harmony::planner::ProfileOfPlan(*plan),
+                                                  host_link);
+  if (!cost.ok()) return Fail(cost.status());
+  auto graph = harmony::planner::TaskGraphFromPlan(*plan);
+  if (!graph.ok()) return Fail(graph.status());
+  absl::Status valid = harmony::planner::ValidateTaskGraph(**cost, *graph);
+  if (!valid.ok()) return Fail(harmony::common::Annotate(valid, path));
+  auto sim = harmony::planner::Simulate(**cost, *graph, !trace.empty());
+  if (!sim.ok()) return Fail(sim.status());
+  std::cout << absl::StrFormat(
+      "%s: iteration %s (%.2f samples/s), %s over the host link, peaks", path,
+      harmony::common::FormatTimeSpan(absl::Seconds(sim->iteration_s)),
+      graph->config.minibatch / sim->iteration_s,
+      harmony::common::FormatBytes(sim->swap.host_link()));
+  for (uint64_t p : sim->device_peak) std::cout << " " << harmony::common::FormatBytes(p);
+  std::cout << (sim->fits ? "" : " (over the device memory)") << "\n";
+  if (!trace.empty()) {
+    absl::Status written =
+        harmony::common::WriteFileAtomically(trace, harmony::planner::ChromeTrace(*sim));
+    if (!written.ok()) return Fail(written);
+    std::cout << "wrote " << trace << "\n";
+  }
+  return 0;
+}
+
 int Inspect(const std::vector<std::string>& args) {
   std::string path;
   po::options_description flags(
@@ -518,6 +568,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "profile") return Profile(args);
   if (command == "inspect") return Inspect(args);
+  if (command == "simulate") return SimulatePlan(args);
   if (command == "decompose") return Decompose(args);
   if (command == "synthesize") return Synthesize(args);
   if (command.rfind("-", 0) == 0 || command.size() > 3 &&
@@ -526,7 +577,7 @@ int main(int argc, char** argv) {
     return Plan(args);
   }
   std::cerr << "harmony-plan: \"" << command
-            << "\" is not a command or a model file (MODEL.pt). Commands: inspect, "
+            << "\" is not a command or a model file (MODEL.pt). Commands: inspect, simulate, "
                "profile, decompose, synthesize (see --help)\n";
   return 2;
 }

@@ -8,6 +8,7 @@
 #include "common/files.h"
 #include "gtest/gtest.h"
 #include "common/plan_file.h"
+#include "common/units.h"
 #include "planner/profile/profiler.h"
 #include "tests/run_command.h"
 
@@ -110,6 +111,14 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_NE(inspected.output.find("device 0:"), std::string::npos);
   EXPECT_NE(inspected.output.find("WEIGHTS_IN"), std::string::npos) << inspected.output;
 
+  // Re-simulating the saved plan reproduces its estimates exactly.
+  auto simulated = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("a.pb")));
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.output;
+  const std::string expected_time = absl::StrCat(
+      "iteration ", common::FormatTimeSpan(absl::Seconds(read->estimates().iteration_time_s())));
+  EXPECT_NE(simulated.output.find(expected_time), std::string::npos)
+      << simulated.output << " vs " << expected_time;
+
   // A profile of another model is refused.
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("other.pt"), "other").ok());
   auto other = RunCommand(absl::StrCat(kPlan, " ", Tmp("other.pt"), " --profile ",
@@ -162,7 +171,7 @@ TEST(PlanCliTest, BadInputIsOneClearLine) {
 
   r = RunCommand(absl::StrCat(kPlan, " frobnicate"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("Commands: inspect, profile, decompose, synthesize"),
+  EXPECT_NE(r.output.find("Commands: inspect, simulate, profile, decompose, synthesize"),
             std::string::npos);
 
   r = RunCommand(absl::StrCat(kPlan, " profile --help"));

@@ -1,5 +1,7 @@
 #include "planner/plan/plan_builder.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -212,6 +214,118 @@ std::string PlanTasks(const proto::Plan& plan) {
   absl::StrAppend(&out, "host (CPU optimizer):\n");
   for (const proto::Task& t : plan.host_tasks()) line(t);
   return out;
+}
+
+namespace {
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed plan: ", what));
+}
+
+absl::StatusOr<TransferKind> FromProto(proto::TransferKind k) {
+  for (TransferKind t : {TransferKind::kWeightsIn, TransferKind::kPrefetchWeights,
+                         TransferKind::kGradientsOut, TransferKind::kActivationsIn,
+                         TransferKind::kActivationsOut, TransferKind::kStashOut,
+                         TransferKind::kStashIn, TransferKind::kKeepResident,
+                         TransferKind::kGradientReduce, TransferKind::kDataIn}) {
+    if (ToProto(t) == k) return t;
+  }
+  return Malformed(absl::StrCat("unknown transfer kind ", static_cast<int>(k)));
+}
+
+absl::StatusOr<Task> TaskFromProto(const proto::Task& p, int devices) {
+  Task t;
+  t.id = static_cast<int>(p.id());
+  switch (p.kind()) {
+    case proto::FORWARD: t.kind = TaskKind::kForward; break;
+    case proto::BACKWARD: t.kind = TaskKind::kBackward; break;
+    case proto::UPDATE: t.kind = TaskKind::kUpdate; break;
+    default: return Malformed(absl::StrCat("task ", p.id(), " has no kind"));
+  }
+  t.pack = static_cast<int>(p.pack());
+  t.vlayers = {static_cast<int>(p.vlayers().begin()), static_cast<int>(p.vlayers().end())};
+  t.device = static_cast<int>(p.device());
+  if (t.device >= devices) {
+    return Malformed(absl::StrCat("task ", t.id, " is on device ", t.device, " of ", devices));
+  }
+  for (const proto::Microbatch& m : p.microbatches()) {
+    t.microbatches.push_back({static_cast<int>(m.index()), static_cast<int>(m.offset()),
+                              static_cast<int>(m.size())});
+  }
+  t.fused_loss = p.fused_loss();
+  for (const proto::Transfer& x : p.transfers()) {
+    absl::StatusOr<TransferKind> kind = FromProto(x.kind());
+    if (!kind.ok()) return kind.status();
+    Channel channel = Channel::kHost;
+    if (x.channel() == proto::PEER) channel = Channel::kPeer;
+    if (x.channel() == proto::LOCAL) channel = Channel::kLocal;
+    t.transfers.push_back({*kind, channel,
+                           {static_cast<int>(x.vlayers().begin()),
+                            static_cast<int>(x.vlayers().end())},
+                           x.microbatch(), x.peer_device(), x.peer_task(), x.bytes()});
+  }
+  for (uint32_t d : p.depends_on()) t.depends_on.push_back(static_cast<int>(d));
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
+  const proto::Configuration& pc = plan.config();
+  TaskGraph g;
+  Config& c = g.config;
+  c.mode = pc.mode() == proto::VDP ? Mode::kVdp : Mode::kVpp;
+  switch (pc.schedule()) {
+    case proto::ONDEMAND: c.schedule = Schedule::kOndemand; break;
+    case proto::GPIPE: c.schedule = Schedule::kGpipe; break;
+    case proto::DP_SWAP: c.schedule = Schedule::kDpSwap; break;
+    default: c.schedule = Schedule::kHarmony; break;
+  }
+  c.num_devices = static_cast<int>(pc.num_devices());
+  c.device_memory = pc.device_memory_bytes();
+  c.minibatch = static_cast<int>(pc.minibatch());
+  c.forward_microbatch = static_cast<int>(pc.forward_microbatch());
+  c.backward_microbatch = static_cast<int>(pc.backward_microbatch());
+  for (const proto::Pack& p : pc.forward_packs()) {
+    c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
+  }
+  for (const proto::Pack& p : pc.backward_packs()) {
+    c.backward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
+  }
+  if (c.num_devices < 1 || plan.devices_size() != c.num_devices) {
+    return Malformed(absl::StrCat("it has ", plan.devices_size(), " device task lists for ",
+                                  c.num_devices, " devices"));
+  }
+  std::vector<Task> tasks;
+  for (const proto::DeviceSchedule& d : plan.devices()) {
+    for (const proto::Task& t : d.tasks()) {
+      absl::StatusOr<Task> task = TaskFromProto(t, c.num_devices);
+      if (!task.ok()) return task.status();
+      tasks.push_back(*std::move(task));
+    }
+  }
+  for (const proto::Task& t : plan.host_tasks()) {
+    absl::StatusOr<Task> task = TaskFromProto(t, c.num_devices);
+    if (!task.ok()) return task.status();
+    tasks.push_back(*std::move(task));
+  }
+  std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.id < b.id; });
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].id != static_cast<int>(i)) {
+      return Malformed(absl::StrCat("task ids must be 0..", tasks.size() - 1,
+                                    " without gaps; found ", tasks[i].id, " at ", i));
+    }
+  }
+  g.tasks = std::move(tasks);
+  return g;
+}
+
+proto::ProfileFile ProfileOfPlan(const proto::Plan& plan) {
+  proto::ProfileFile file;
+  file.set_schema_version(1);
+  *file.mutable_model() = plan.model();
+  *file.mutable_profile() = plan.profile();
+  return file;
 }
 
 }  // namespace harmony::planner
