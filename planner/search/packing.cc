@@ -134,6 +134,25 @@ absl::StatusOr<Packing> BalancedTimePacks(const CostModel& m, const PackRequest&
   return Balanced(m, r, weight);
 }
 
+absl::StatusOr<Packing> EvenTimePacks(const CostModel& m, const PackRequest& r, int parts) {
+  absl::Status ok = CheckRange(m, r);
+  if (!ok.ok()) return ok;
+  if (parts < 1 || parts > r.end - r.begin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        parts, " packs of ", r.end - r.begin, " vLayers"));
+  }
+  std::vector<double> weight;
+  for (int l = r.begin; l < r.end; ++l) {
+    weight.push_back(r.phase == PackPhase::kForward ? m.ForwardSeconds(l, l + 1, r.microbatch)
+                                                    : m.BackwardSeconds(l, l + 1, r.microbatch));
+  }
+  Packing packing = SplitEvenly(r, weight, parts);
+  if (!AllFit(m, r, packing)) {
+    return absl::ResourceExhaustedError(absl::StrCat(parts, " even packs do not fit"));
+  }
+  return packing;
+}
+
 absl::StatusOr<Packing> OptimalPacks(const CostModel& m, const PackRequest& r) {
   absl::Status ok = CheckRange(m, r);
   if (!ok.ok()) return ok;

@@ -62,6 +62,11 @@ absl::StatusOr<Packing> BalancedTimePacks(const CostModel& model,
                                           const PackRequest& r);
 absl::StatusOr<Packing> OptimalPacks(const CostModel& model, const PackRequest& r);
 
+// Exactly `parts` packs of about equal time (e.g. a multiple of the device
+// count, for a pipeline); ResourceExhausted when one of them does not fit.
+absl::StatusOr<Packing> EvenTimePacks(const CostModel& model, const PackRequest& r,
+                                      int parts);
+
 // The cost Optimal minimises, for one pack.
 double PackCost(const CostModel& model, const PackRequest& r, int begin, int end);
 

@@ -96,6 +96,21 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             }
           }
         }
+        // Pipeline-friendly: a multiple of the device count, even in time.
+        if (mode == Mode::kVpp) {
+          PackRequest r;
+          r.begin = 0;
+          r.end = layers;
+          r.microbatch = ub;
+          r.phase = PackPhase::kBackward;
+          r.budget = o.device_memory;
+          for (int k : {1, 2, 4}) {
+            absl::StatusOr<Packing> p = EvenTimePacks(model, r, k * o.num_devices + 1);
+            if (p.ok() && std::find(backward.begin(), backward.end(), *p) == backward.end()) {
+              backward.push_back(*p);
+            }
+          }
+        }
       }
       for (int uf : forward_sizes) {
         if (o.progress) {
