@@ -1,0 +1,151 @@
+#include "executor/optim/cpu_optimizer.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace harmony::executor {
+namespace {
+
+// Elements per parallel chunk: large enough to amortise the dispatch.
+constexpr int64_t kGrain = 1 << 15;
+
+// The kernels. Each mirrors torch::optim's sequence of tensor operations
+// element by element (same operations, same order, fp32), so results agree
+// with it. `target_clones` builds an AVX2 and a baseline version and picks
+// one when the program starts.
+#define HARMONY_KERNEL __attribute__((target_clones("avx2", "default")))
+
+struct SgdArgs {
+  float lr, weight_decay, momentum, dampening_complement;
+  bool nesterov, first;
+};
+
+HARMONY_KERNEL void SgdKernel(float* __restrict p, const float* __restrict g,
+                              float* __restrict buf, int64_t n, SgdArgs a) {
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i];
+    if (a.weight_decay != 0.0f) d = d + a.weight_decay * p[i];
+    if (a.momentum != 0.0f) {
+      buf[i] = a.first ? d : buf[i] * a.momentum + a.dampening_complement * d;
+      d = a.nesterov ? d + a.momentum * buf[i] : buf[i];
+    }
+    p[i] = p[i] + (-a.lr) * d;
+  }
+}
+
+struct AdamArgs {
+  float beta1, beta2, one_minus_beta1, one_minus_beta2;
+  float sqrt_bias_correction2, epsilon, step_size, weight_decay, decay_factor;
+  bool decoupled;
+};
+
+HARMONY_KERNEL void AdamKernel(float* __restrict p, const float* __restrict g,
+                               float* __restrict m, float* __restrict v, int64_t n,
+                               AdamArgs a) {
+  for (int64_t i = 0; i < n; ++i) {
+    float param = p[i];
+    if (a.decoupled) param = param * a.decay_factor;
+    float grad = g[i];
+    if (!a.decoupled && a.weight_decay != 0.0f) grad = grad + a.weight_decay * param;
+    const float mi = m[i] * a.beta1 + a.one_minus_beta1 * grad;
+    const float vi = v[i] * a.beta2 + a.one_minus_beta2 * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) / a.sqrt_bias_correction2 + a.epsilon;
+    p[i] = param + (-a.step_size) * (mi / denom);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view text) {
+  if (text == "sgd") return OptimizerKind::kSgd;
+  if (text == "adam") return OptimizerKind::kAdam;
+  if (text == "adamw") return OptimizerKind::kAdamW;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer \"", text, "\" (expected sgd, adam or adamw)"));
+}
+
+size_t StateBytesPerElement(const OptimizerOptions& o) {
+  if (o.kind == OptimizerKind::kSgd) return o.momentum != 0 ? 4 : 0;
+  return 8;
+}
+
+absl::StatusOr<std::unique_ptr<CpuOptimizer>> CpuOptimizer::Create(
+    const OptimizerOptions& o, size_t elements) {
+  if (!(o.learning_rate >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the learning rate must be >= 0, got ", o.learning_rate));
+  }
+  if (!(o.weight_decay >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the weight decay must be >= 0, got ", o.weight_decay));
+  }
+  if (o.kind == OptimizerKind::kSgd) {
+    if (!(o.momentum >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the momentum must be >= 0, got ", o.momentum));
+    }
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
+      return absl::InvalidArgumentError(
+          "Nesterov momentum needs a momentum and zero dampening");
+    }
+  } else {
+    for (double beta : {o.beta1, o.beta2}) {
+      if (!(beta >= 0 && beta < 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("betas must be in [0, 1), got ", beta));
+      }
+    }
+    if (!(o.epsilon >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("epsilon must be >= 0, got ", o.epsilon));
+    }
+  }
+  return std::unique_ptr<CpuOptimizer>(new CpuOptimizer(o, elements));
+}
+
+CpuOptimizer::CpuOptimizer(const OptimizerOptions& options, size_t elements)
+    : options_(options),
+      elements_(elements),
+      state_(elements * StateBytesPerElement(options) / sizeof(float), 0.0f) {}
+
+void CpuOptimizer::Step(float* params, const float* grads) {
+  ++steps_;
+  const int64_t n = static_cast<int64_t>(elements_);
+  const OptimizerOptions& o = options_;
+  if (o.kind == OptimizerKind::kSgd) {
+    SgdArgs a{static_cast<float>(o.learning_rate), static_cast<float>(o.weight_decay),
+              static_cast<float>(o.momentum), static_cast<float>(1 - o.dampening),
+              o.nesterov, steps_ == 1};
+    float* buf = state_.data();
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      SgdKernel(params + begin, grads + begin, buf == nullptr ? nullptr : buf + begin,
+                end - begin, a);
+    });
+    return;
+  }
+  const double bias_correction1 = 1 - std::pow(o.beta1, static_cast<double>(steps_));
+  const double bias_correction2 = 1 - std::pow(o.beta2, static_cast<double>(steps_));
+  const bool decoupled = o.kind == OptimizerKind::kAdamW;
+  AdamArgs a{static_cast<float>(o.beta1),
+             static_cast<float>(o.beta2),
+             static_cast<float>(1 - o.beta1),
+             static_cast<float>(1 - o.beta2),
+             static_cast<float>(std::sqrt(bias_correction2)),
+             static_cast<float>(o.epsilon),
+             static_cast<float>(o.learning_rate / bias_correction1),
+             static_cast<float>(o.weight_decay),
+             static_cast<float>(1 - o.learning_rate * o.weight_decay),
+             decoupled};
+  float* m = state_.data();
+  float* v = state_.data() + elements_;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    AdamKernel(params + begin, grads + begin, m + begin, v + begin, end - begin, a);
+  });
+}
+
+}  // namespace harmony::executor
