@@ -13,10 +13,12 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <ATen/Parallel.h>
 #include <torch/script.h>
 
 #include "absl/strings/str_format.h"
@@ -559,6 +561,9 @@ int Inspect(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Profile with every core, as the runtime will run (LibTorch starts with
+  // one intra-op thread here).
+  at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << kUsage;

@@ -9,9 +9,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +21,7 @@
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
+#include "executor/optim/cpu_optimizer.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace harmony::planner {
@@ -249,35 +247,31 @@ double OptimizerStateFactor(const std::string& optimizer) {
   return optimizer == "sgd" ? 1.0 : 2.0;
 }
 
+// The runtime's fused CPU optimizer over the vLayer's parameters (one flat
+// buffer, random gradients): the median of `repeats` steps after one.
 absl::StatusOr<double> UpdateTime(const std::vector<at::Tensor>& params,
                                   const std::string& optimizer, int repeats) {
-  std::vector<at::Tensor> copies;
+  int64_t elements = 0;
   for (const at::Tensor& p : params) {
-    if (!at::isFloatingType(p.scalar_type())) continue;
-    at::Tensor c = p.detach().clone().requires_grad_(true);
-    c.mutable_grad() = at::randn_like(c);
-    copies.push_back(c);
+    if (at::isFloatingType(p.scalar_type())) elements += p.numel();
   }
-  if (copies.empty()) return 0.0;
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (optimizer == "adam") {
-    opt = std::make_unique<torch::optim::Adam>(copies, torch::optim::AdamOptions(1e-3));
-  } else if (optimizer == "adamw") {
-    opt = std::make_unique<torch::optim::AdamW>(copies, torch::optim::AdamWOptions(1e-3));
-  } else {
-    opt = std::make_unique<torch::optim::SGD>(
-        copies, torch::optim::SGDOptions(1e-3).momentum(0.9));
-  }
+  if (elements == 0) return 0.0;
+  executor::OptimizerOptions o;
+  HARMONY_ASSIGN_OR_RETURN(o.kind, executor::ParseOptimizerKind(optimizer));
+  o.learning_rate = 1e-3;
+  o.momentum = 0.9;  // SGD is sized with a momentum buffer (see the header).
+  HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<executor::CpuOptimizer> opt,
+                           executor::CpuOptimizer::Create(o, static_cast<size_t>(elements)));
+  std::vector<float> weights(static_cast<size_t>(elements), 0.5f);
+  std::vector<float> grads(static_cast<size_t>(elements), 0.01f);
+  opt->Step(weights.data(), grads.data());  // Warm-up.
   std::vector<double> times;
-  return common::CallTorch("timing the optimizer", [&] {
-    opt->step();  // Warm-up; creates the state.
-    for (int r = 0; r < std::max(repeats, 1); ++r) {
-      const double start = Now();
-      opt->step();
-      times.push_back(Now() - start);
-    }
-    return Median(times);
-  });
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    const double start = Now();
+    opt->Step(weights.data(), grads.data());
+    times.push_back(Now() - start);
+  }
+  return Median(times);
 }
 
 // Host<->device copy bandwidths of virtual CPU devices (real copies).
