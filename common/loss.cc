@@ -8,16 +8,6 @@
 #include "common/torch_status.h"
 
 namespace harmony::common {
-namespace {
-
-std::string DescribeTensors(const std::vector<at::Tensor>& tensors) {
-  std::vector<std::string> parts;
-  for (const at::Tensor& t : tensors) parts.push_back(DescribeTensor(t));
-  return absl::StrJoin(parts, ", ");
-}
-
-}  // namespace
-
 absl::StatusOr<LossKind> ParseLossKind(absl::string_view text) {
   if (text == "auto") return LossKind::kAuto;
   if (text == "cross-entropy") return LossKind::kCrossEntropy;

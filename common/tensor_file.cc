@@ -71,6 +71,12 @@ std::string DescribeTensor(const at::Tensor& tensor) {
                       c10::toString(tensor.scalar_type()));
 }
 
+std::string DescribeTensors(const std::vector<at::Tensor>& tensors) {
+  std::vector<std::string> parts;
+  for (const at::Tensor& t : tensors) parts.push_back(DescribeTensor(t));
+  return absl::StrJoin(parts, ", ");
+}
+
 int64_t TrainingData::size() const {
   return inputs.empty() ? 0 : inputs.front().size(0);
 }

@@ -58,6 +58,9 @@ absl::Status SaveTrainingData(const std::string& path,
 // "[4, 16] int64", for messages.
 std::string DescribeTensor(const at::Tensor& tensor);
 
+// "[4, 16] Long, [4] Long": each tensor described, comma-separated.
+std::string DescribeTensors(const std::vector<at::Tensor>& tensors);
+
 }  // namespace harmony::common
 
 #endif  // HARMONY_COMMON_TENSOR_FILE_H_

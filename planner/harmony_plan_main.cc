@@ -274,6 +274,12 @@ int Synthesize(const std::vector<std::string>& args) {
   return 0;
 }
 
+// --host-link: a bandwidth, or 0 (the profile's own) when not given.
+absl::StatusOr<double> ParseHostLink(const std::string& text) {
+  if (text.empty()) return 0.0;
+  return harmony::common::ParseBandwidth(text);
+}
+
 // "0-3,4-7,8-11" -> packs.
 absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
   harmony::planner::Packing packs;
@@ -390,13 +396,9 @@ int Plan(const std::vector<std::string>& args) {
     if (!measured.ok()) return Fail(measured.status());
     profile = *std::move(measured);
   }
-  double host_link = 0;
-  if (!host_link_text.empty()) {
-    auto bw = harmony::common::ParseBandwidth(host_link_text);
-    if (!bw.ok()) return Fail(bw.status());
-    host_link = *bw;
-  }
-  auto cost = harmony::planner::CostModel::Create(profile, host_link);
+  absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
+  if (!host_link.ok()) return Fail(host_link.status());
+  auto cost = harmony::planner::CostModel::Create(profile, *host_link);
   if (!cost.ok()) return Fail(cost.status());
 
   harmony::planner::SearchOptions options;
@@ -507,14 +509,10 @@ int SimulatePlan(const std::vector<std::string>& args) {
   }
   auto plan = harmony::common::ReadPlanFile(path);
   if (!plan.ok()) return Fail(plan.status());
-  double host_link = 0;
-  if (!host_link_text.empty()) {
-    auto bw = harmony::common::ParseBandwidth(host_link_text);
-    if (!bw.ok()) return Fail(bw.status());
-    host_link = *bw;
-  }
+  absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
+  if (!host_link.ok()) return Fail(host_link.status());
   auto cost = harmony::planner::CostModel::Create(harmony::planner::ProfileOfPlan(*plan),
-                                                  host_link);
+                                                  *host_link);
   if (!cost.ok()) return Fail(cost.status());
   auto graph = harmony::planner::TaskGraphFromPlan(*plan);
   if (!graph.ok()) return Fail(graph.status());

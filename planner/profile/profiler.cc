@@ -210,14 +210,9 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
 }
 
 std::string DescribeSample(const TrainingData& s) {
-  std::vector<std::string> parts;
-  for (const at::Tensor& t : s.inputs) parts.push_back(common::DescribeTensor(t));
-  std::string text = absl::StrCat(s.inputs.size(), " input(s) [",
-                                  absl::StrJoin(parts, ", "), "]");
-  parts.clear();
-  for (const at::Tensor& t : s.targets) parts.push_back(common::DescribeTensor(t));
-  return absl::StrCat(text, " and ", s.targets.size(), " target(s) [",
-                      absl::StrJoin(parts, ", "), "]");
+  return absl::StrCat(s.inputs.size(), " input(s) [", common::DescribeTensors(s.inputs),
+                      "] and ", s.targets.size(), " target(s) [",
+                      common::DescribeTensors(s.targets), "]");
 }
 
 // The forward chain at microbatch u (no autograd, host memory): fills

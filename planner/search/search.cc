@@ -17,6 +17,10 @@ std::vector<int> Sizes(int from, int limit) {
   return out;
 }
 
+void AddUnique(std::vector<Packing>& packings, const Packing& p) {
+  if (std::find(packings.begin(), packings.end(), p) == packings.end()) packings.push_back(p);
+}
+
 int TotalPacks(const Config& c) {
   return static_cast<int>(c.forward_packs.size() + c.backward_packs.size());
 }
@@ -91,9 +95,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
               note(p.status());
               continue;
             }
-            if (std::find(backward.begin(), backward.end(), *p) == backward.end()) {
-              backward.push_back(*p);
-            }
+            AddUnique(backward, *p);
           }
         }
         // Pipeline-friendly: a multiple of the device count, even in time.
@@ -106,9 +108,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           r.budget = o.device_memory;
           for (int k : {1, 2, 4}) {
             absl::StatusOr<Packing> p = EvenTimePacks(model, r, k * o.num_devices + 1);
-            if (p.ok() && std::find(backward.begin(), backward.end(), *p) == backward.end()) {
-              backward.push_back(*p);
-            }
+            if (p.ok()) AddUnique(backward, *p);
           }
         }
       }
@@ -149,9 +149,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                   note(p.status());
                   continue;
                 }
-                if (std::find(forward.begin(), forward.end(), *p) == forward.end()) {
-                  forward.push_back(*p);
-                }
+                AddUnique(forward, *p);
               }
             }
           } else {

@@ -200,6 +200,19 @@ std::vector<std::vector<int>> Feeds(const CostModel& m, const Packing& producers
   return feeds;
 }
 
+// The forward pack that stashes backward pack `r`'s input (the one holding
+// its first vLayer), or -1 when there is none (r starts at vLayer 0 and
+// recomputes from the data).
+int StashSource(const Packing& forward_packs, const PackRange& r) {
+  if (r.begin == 0) return -1;
+  for (size_t p = 0; p < forward_packs.size(); ++p) {
+    if (r.begin >= forward_packs[p].begin && r.begin < forward_packs[p].end) {
+      return static_cast<int>(p);
+    }
+  }
+  return -1;
+}
+
 std::vector<Microbatch> Indexed(std::vector<Microbatch> mbs) {
   for (size_t i = 0; i < mbs.size(); ++i) mbs[i].index = static_cast<int>(i);
   return mbs;
@@ -239,10 +252,7 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
       for (int i : fused_feeds[q]) b.Link(fwd[i], bwd[q], c.forward_packs[i], r);
     } else {
       // Stashed at forward time by the forward task holding its first vLayer.
-      for (int p = 0; p < nf; ++p) {
-        const PackRange f = c.forward_packs[p];
-        if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) b.Stash(fwd[p], bwd[q]);
-      }
+      if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p], bwd[q]);
     }
     // Gradients of its outputs from the later backward packs that read them.
     for (int later = q + 1; later < nb; ++later) {
@@ -306,12 +316,7 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
       if (q == nb - 1) {
         for (int i : fused_feeds[q]) b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r);
       } else {
-        for (int p = 0; p < nf; ++p) {
-          const PackRange f = c.forward_packs[p];
-          if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) {
-            b.Stash(fwd[p][d], bwd[q][d]);
-          }
-        }
+        if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p][d], bwd[q][d]);
       }
       for (int later = q + 1; later < nb; ++later) {
         const auto& f = bwd_feeds[later];
@@ -443,12 +448,7 @@ void BuildPerMicrobatch(const CostModel& m, const Config& c, TaskGraph& g) {
         b.Link(id.at({kF, i, sample}), t, c.forward_packs[i], r, true);
       }
     } else {
-      for (int p = 0; p < nf; ++p) {
-        const PackRange f = c.forward_packs[p];
-        if (r.begin > 0 && r.begin >= f.begin && r.begin < f.end) {
-          b.Stash(id.at({kF, p, sample}), t);
-        }
-      }
+      if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(id.at({kF, p, sample}), t);
     }
     for (int later = pack + 1; later < nb; ++later) {
       const auto& f = bwd_feeds[later];
