@@ -22,6 +22,7 @@ proto::TransferKind ToProto(TransferKind k) {
     case TransferKind::kKeepResident: return proto::KEEP_RESIDENT;
     case TransferKind::kGradientReduce: return proto::GRADIENT_REDUCE;
     case TransferKind::kDataIn: return proto::DATA_IN;
+    case TransferKind::kBuffersOut: return proto::BUFFERS_OUT;
   }
   return proto::TRANSFER_KIND_UNSPECIFIED;
 }
@@ -227,7 +228,8 @@ absl::StatusOr<TransferKind> FromProto(proto::TransferKind k) {
                          TransferKind::kGradientsOut, TransferKind::kActivationsIn,
                          TransferKind::kActivationsOut, TransferKind::kStashOut,
                          TransferKind::kStashIn, TransferKind::kKeepResident,
-                         TransferKind::kGradientReduce, TransferKind::kDataIn}) {
+                         TransferKind::kGradientReduce, TransferKind::kDataIn,
+                         TransferKind::kBuffersOut}) {
     if (ToProto(t) == k) return t;
   }
   return Malformed(absl::StrCat("unknown transfer kind ", static_cast<int>(k)));

@@ -85,20 +85,38 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       rows.push_back(row);
     }
     // Slots from the first row: a batched tensor grows with the microbatch.
+    // With several rows, a tensor is batched when its dimension 0 follows
+    // the microbatch size in all of them (at size 1 a [1, T, T] mask would
+    // look batched).
     std::vector<Slot> in_slots, out_slots;
     if (v.by_microbatch_size() > 0) {
       const proto::MicrobatchProfile& first = v.by_microbatch(0);
-      auto slot = [&](const proto::TensorMeta& t) {
+      auto slot = [&](const proto::TensorMeta& t, bool is_input, int i) {
         Slot sl;
-        if (t.batched() && first.size() > 0) {
+        sl.floating = t.dtype() == proto::FLOAT32 || t.dtype() == proto::FLOAT64 ||
+                      t.dtype() == proto::FLOAT16 || t.dtype() == proto::BFLOAT16;
+        bool batched = t.batched() && first.size() > 0;
+        for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
+          const auto& list = is_input ? r.inputs() : r.outputs();
+          if (i >= list.size()) continue;
+          const proto::TensorMeta& o = list[i];
+          if (o.shape_size() == 0 || o.shape(0) != static_cast<int64_t>(r.size())) {
+            batched = false;
+          }
+        }
+        if (batched) {
           sl.per_sample = t.bytes() / first.size();
         } else {
           sl.fixed = t.bytes();
         }
         return sl;
       };
-      for (const auto& t : first.inputs()) in_slots.push_back(slot(t));
-      for (const auto& t : first.outputs()) out_slots.push_back(slot(t));
+      for (int i = 0; i < first.inputs_size(); ++i) {
+        in_slots.push_back(slot(first.inputs(i), true, i));
+      }
+      for (int i = 0; i < first.outputs_size(); ++i) {
+        out_slots.push_back(slot(first.outputs(i), false, i));
+      }
     }
     m->in_slots_.push_back(std::move(in_slots));
     m->out_slots_.push_back(std::move(out_slots));
@@ -110,12 +128,20 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
   }
   const auto& dec = file.model().decomposition();
   if (dec.vlayers_size() == p.vlayers_size()) {
-    for (const proto::VLayer& v : dec.vlayers()) {
+    for (int k = 0; k < dec.vlayers_size(); ++k) {
+      const proto::VLayer& v = dec.vlayers(k);
+      m->sizes_[k].updates_buffers = v.updates_buffers();
+      m->uses_rng_ = m->uses_rng_ || v.uses_rng();
       std::vector<std::pair<int, int>> in;
       for (const proto::TensorRef& r : v.inputs()) {
         in.emplace_back(r.producer(), static_cast<int>(r.index()));
       }
       m->inputs_.push_back(std::move(in));
+    }
+  } else {
+    // A synthesized profile: its buffers are batch statistics if any are.
+    for (LayerSizes& s : m->sizes_) {
+      s.updates_buffers = m->batch_statistics_ && s.buffer_bytes > 0;
     }
   }
   m->Precompute();
@@ -235,7 +261,8 @@ uint64_t CostModel::PackOutputBytes(int begin, int end, int u) const {
   return total;
 }
 
-uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u) const {
+uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u,
+                               bool gradients) const {
   if (inputs_.empty()) {  // A chain: each vLayer reads the one before.
     if (pb < 0) return cb == 0 ? Cost(0, u).input_bytes : 0;
     return pe == cb ? Cost(pe - 1, u).output_bytes : 0;
@@ -248,11 +275,13 @@ uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u) const {
       const int producer = in[i].first;
       const bool inside = pb < 0 ? producer < 0 : (producer >= pb && producer < pe);
       if (!inside || !seen.insert(in[i]).second) continue;
+      const Slot* sl = nullptr;
       if (producer >= 0 && in[i].second < static_cast<int>(out_slots_[producer].size())) {
-        total += out_slots_[producer][in[i].second].Bytes(u);
+        sl = &out_slots_[producer][in[i].second];
       } else if (i < in_slots_[l].size()) {
-        total += in_slots_[l][i].Bytes(u);
+        sl = &in_slots_[l][i];
       }
+      if (sl != nullptr && (!gradients || sl->floating)) total += sl->Bytes(u);
     }
   }
   return total;
@@ -273,6 +302,14 @@ uint64_t CostModel::WeightBytes(int begin, int end) const {
   uint64_t t = 0;
   for (int l = begin; l < end; ++l) t += sizes_[l].weight_bytes();
   return t;
+}
+
+uint64_t CostModel::UpdatedBufferBytes(int begin, int end) const {
+  uint64_t total = 0;
+  for (int l = begin; l < end; ++l) {
+    if (sizes_[l].updates_buffers) total += sizes_[l].buffer_bytes;
+  }
+  return total;
 }
 
 uint64_t CostModel::BufferBytes(int begin, int end) const {

@@ -48,6 +48,8 @@ struct LayerSizes {
   uint64_t gradient_bytes = 0;
   uint64_t optimizer_state_bytes = 0;
   double update_s = 0;  // CPU optimizer.
+  // Writes its buffers in training (BatchNorm's running statistics).
+  bool updates_buffers = false;
   uint64_t weight_bytes() const { return parameter_bytes + buffer_bytes; }
 };
 
@@ -78,6 +80,12 @@ class CostModel {
   // Whether some vLayer depends on batch statistics (BatchNorm in training):
   // the forward and backward microbatches must then be equal.
   bool has_batch_statistics() const { return batch_statistics_; }
+  // Whether some vLayer draws random numbers (dropout).
+  bool uses_rng() const { return uses_rng_; }
+  // Forward and backward microbatches must be equal: batch statistics must
+  // see the same batches in forward and recompute, and the runtime's random
+  // stream is defined per (iteration, microbatch, vLayer).
+  bool needs_equal_microbatches() const { return batch_statistics_ || uses_rng_; }
 
   LayerCost Cost(int layer, int microbatch) const;
 
@@ -90,8 +98,10 @@ class CostModel {
   // Bytes of the activations produced in [producer_begin, producer_end) and
   // read in [consumer_begin, consumer_end), each tensor once. The producer
   // range [-1, 0) means forward's own arguments (the data).
+  // With `gradients`, only floating-point tensors count (the others have
+  // no gradient to send back).
   uint64_t CrossBytes(int producer_begin, int producer_end, int consumer_begin,
-                      int consumer_end, int microbatch) const;
+                      int consumer_end, int microbatch, bool gradients = false) const;
 
   // The vLayers whose outputs `layer` reads (forward's arguments excluded).
   std::vector<int> Producers(int layer) const;
@@ -99,6 +109,8 @@ class CostModel {
   // Sums over [begin, end).
   uint64_t WeightBytes(int begin, int end) const;  // Parameters and buffers.
   uint64_t BufferBytes(int begin, int end) const;
+  // Buffers of the vLayers that update them (written back after a forward).
+  uint64_t UpdatedBufferBytes(int begin, int end) const;
   uint64_t GradientBytes(int begin, int end) const;
   uint64_t OptimizerStateBytes(int begin, int end) const;
   double UpdateSeconds(int begin, int end) const;
@@ -127,6 +139,7 @@ class CostModel {
   struct Slot {
     uint64_t fixed = 0;
     uint64_t per_sample = 0;
+    bool floating = true;
     uint64_t Bytes(int u) const { return fixed + per_sample * static_cast<uint64_t>(u); }
   };
   std::vector<std::vector<Slot>> in_slots_, out_slots_;  // Per layer.
@@ -141,6 +154,7 @@ class CostModel {
   int max_forward_ = 0;
   int max_backward_ = 0;
   bool batch_statistics_ = false;
+  bool uses_rng_ = false;
 };
 
 }  // namespace harmony::planner

@@ -64,7 +64,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                          : Sizes(1, std::min(model.max_backward_microbatch(), samples));
     for (int ub : backward_sizes) {
       std::vector<int> forward_sizes{ub};
-      if (o.microbatch == 0 && !model.has_batch_statistics()) {
+      if (o.microbatch == 0 && !model.needs_equal_microbatches()) {
         for (int uf : Sizes(ub * 2, std::min(model.max_forward_microbatch(), samples))) {
           forward_sizes.push_back(uf);
         }

@@ -90,8 +90,11 @@ class Builder {
     const Channel channel = (local && a.device == b.device && aligned) ? Channel::kLocal
                             : (a.device != b.device && aligned)        ? Channel::kPeer
                                                                        : Channel::kHost;
+    // Between backward tasks only gradients of floating-point tensors go.
+    const bool gradients = a.kind == TaskKind::kBackward;
     auto bytes_at = [&](int size) {
-      return m_.CrossBytes(producer.begin, producer.end, consumer.begin, consumer.end, size);
+      return m_.CrossBytes(producer.begin, producer.end, consumer.begin, consumer.end, size,
+                           gradients);
     };
     if (bytes_at(1) == 0 && bytes_at(2) == 0) return;
     for (const Microbatch& mb : a.microbatches) {
@@ -163,6 +166,28 @@ class Builder {
                                     -1, -1, i > 0 ? list[i - 1] : -1, bytes});
       }
     }
+  }
+
+  // The buffers a forward of the task's vLayers updated go back to the
+  // host (vDP keeps device 0's, as data parallel training keeps rank 0's).
+  void BuffersOut(int task) {
+    Task& t = g_.tasks[task];
+    const uint64_t bytes = m_.UpdatedBufferBytes(t.vlayers.begin, t.vlayers.end);
+    if (bytes == 0) return;
+    t.transfers.push_back(
+        {TransferKind::kBuffersOut, Channel::kHost, t.vlayers, -1, -1, -1, bytes});
+  }
+
+  // Gradients to the update task; a fused task's forward also updated its
+  // buffers, which go with them when `buffers`.
+  void GradientsOut(int task, int update, bool buffers) {
+    Task& t = g_.tasks[task];
+    const PackRange r = t.vlayers;
+    t.transfers.push_back({TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, update,
+                           m_.GradientBytes(r.begin, r.end) +
+                               (buffers && t.fused_loss ? m_.UpdatedBufferBytes(r.begin, r.end)
+                                                        : 0)});
+    AddDependency(update, task);
   }
 
   void AddDependency(int task, int on) {
@@ -243,6 +268,7 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
   for (int p = 0; p < nf; ++p) {
     b.DataIn(fwd[p]);
     for (int i : fwd_feeds[p]) b.Link(fwd[i], fwd[p], c.forward_packs[i], c.forward_packs[p]);
+    b.BuffersOut(fwd[p]);
   }
   for (int q = 0; q < nb; ++q) {
     const PackRange r = c.backward_packs[q];
@@ -260,11 +286,9 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
       if (std::find(f.begin(), f.end(), q) == f.end()) continue;
       b.Link(bwd[later], bwd[q], r, c.backward_packs[later]);
     }
-    // Gradients, and buffers the pass updated (BatchNorm statistics).
-    g.tasks[bwd[q]].transfers.push_back(
-        {TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, upd[q],
-         m.GradientBytes(r.begin, r.end) + m.BufferBytes(r.begin, r.end)});
-    b.AddDependency(upd[q], bwd[q]);
+    // Gradients, and the buffers the fused pass updated (BatchNorm
+    // statistics; a recompute updates scratch copies only).
+    b.GradientsOut(bwd[q], upd[q], true);
   }
   b.Weights();
 }
@@ -309,6 +333,7 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
       for (int i : fwd_feeds[p]) {
         b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p]);
       }
+      if (d == 0) b.BuffersOut(fwd[p][d]);
     }
     for (int q = 0; q < nb; ++q) {
       const PackRange r = c.backward_packs[q];
@@ -330,17 +355,13 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
   for (int q = 0; q < nb; ++q) {
     const PackRange r = c.backward_packs[q];
     const uint64_t grads = m.GradientBytes(r.begin, r.end);
-    const uint64_t buffers = m.BufferBytes(r.begin, r.end);
     for (int d = 0; d < n; ++d) {
       Task& t = g.tasks[bwd[q][d]];
       if (n > 1) {
         t.transfers.push_back({TransferKind::kGradientReduce, Channel::kPeer, r, -1, -1,
                                -1, grads * 2 * (n - 1) / n});
       }
-      if (d == 0) {
-        t.transfers.push_back({TransferKind::kGradientsOut, Channel::kHost, r, -1, -1,
-                               upd[q], grads + buffers});
-      }
+      if (d == 0) b.GradientsOut(bwd[q][d], upd[q], true);
       b.AddDependency(upd[q], bwd[q][d]);
     }
   }
@@ -436,10 +457,14 @@ void BuildPerMicrobatch(const CostModel& m, const Config& c, TaskGraph& g) {
   for (const auto& [key, t] : id) {
     const auto& [kind, pack, sample] = key;
     b.DataIn(t);
+    // Buffers: one statistics stream per pack (GPipe's stage; device 0's
+    // in data parallel).
+    const bool keeps_buffers = pipeline || g.tasks[t].device == 0;
     if (kind == kF) {
       for (int i : fwd_feeds[pack]) {
         b.Link(id.at({kF, i, sample}), t, c.forward_packs[i], c.forward_packs[pack], true);
       }
+      if (keeps_buffers) b.BuffersOut(t);
       continue;
     }
     const PackRange r = c.backward_packs[pack];
@@ -455,10 +480,7 @@ void BuildPerMicrobatch(const CostModel& m, const Config& c, TaskGraph& g) {
       if (std::find(f.begin(), f.end(), pack) == f.end()) continue;
       b.Link(id.at({kB, later, sample}), t, r, c.backward_packs[later], true);
     }
-    g.tasks[t].transfers.push_back(
-        {TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, upd[pack],
-         m.GradientBytes(r.begin, r.end) + m.BufferBytes(r.begin, r.end)});
-    b.AddDependency(upd[pack], t);
+    b.GradientsOut(t, upd[pack], keeps_buffers);
   }
   b.Weights();
 }
@@ -646,6 +668,7 @@ std::string TransferKindName(TransferKind kind) {
     case TransferKind::kKeepResident: return "keep-resident";
     case TransferKind::kGradientReduce: return "gradient-reduce";
     case TransferKind::kDataIn: return "data-in";
+    case TransferKind::kBuffersOut: return "buffers-out";
   }
   return "?";
 }

@@ -60,6 +60,8 @@ enum class TransferKind {
   kKeepResident,
   kGradientReduce,
   kDataIn,
+  // Buffers a forward updated (BatchNorm statistics), back to the host.
+  kBuffersOut,
 };
 
 enum class Channel { kHost, kPeer, kLocal };

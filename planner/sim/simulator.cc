@@ -239,6 +239,10 @@ class Sim {
         }
         if (out_bytes > 0) holds_.push_back({d, out_bytes, compute, last_out});
       }
+      for (const Transfer* x : Find(t, TransferKind::kBuffersOut, -1)) {
+        end_ops_[t.id].push_back(Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_,
+                                     {last_compute}, absl::StrCat("buffers out ", label)));
+      }
       if (t.kind != TaskKind::kBackward) continue;
       const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
       int grads_free = last_compute;
@@ -376,7 +380,8 @@ class Sim {
       for (const Transfer& x : t.transfers) {
         switch (x.kind) {
           case TransferKind::kWeightsIn: r.swap.weights_in += x.bytes; break;
-          case TransferKind::kGradientsOut: r.swap.gradients_out += x.bytes; break;
+          case TransferKind::kGradientsOut:
+          case TransferKind::kBuffersOut: r.swap.gradients_out += x.bytes; break;
           case TransferKind::kStashOut: r.swap.stash_out += x.bytes; stash += x.bytes; break;
           case TransferKind::kStashIn: r.swap.stash_in += x.bytes; break;
           case TransferKind::kDataIn: r.swap.data_in += x.bytes; break;
@@ -406,7 +411,7 @@ class Sim {
   std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
   // (task, kind, to) -> (microbatch, op) of its sends.
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
-  static constexpr size_t kKinds = 10;  // TransferKind values.
+  static constexpr size_t kKinds = 11;  // TransferKind values.
   std::map<int, std::vector<std::vector<const Transfer*>>> index_;
   const std::vector<const Transfer*> empty_;
   std::vector<int> first_compute_, weight_op_;
