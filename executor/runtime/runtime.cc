@@ -1,0 +1,1237 @@
+#include "executor/runtime/runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Generator.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/decomposer.h"
+#include "common/device_memory.h"
+#include "common/files.h"
+#include "common/loss.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+#include "common/units.h"
+#include "nlohmann/json.hpp"
+#include "planner/plan/plan_builder.h"
+
+namespace harmony::executor {
+namespace {
+
+using common::CallTorch;
+using common::DeviceMemory;
+using common::DeviceMemoryScope;
+using planner::Channel;
+using planner::PackRange;
+using planner::Task;
+using planner::TaskGraph;
+using planner::TaskKind;
+using planner::Transfer;
+using planner::TransferKind;
+
+// A tensor of the decomposed graph: output `second` of vLayer `first`, or
+// forward's argument `second` when `first` is -1.
+using Ref = std::pair<int, int>;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+uint64_t BytesOf(const c10::IValue& v) {
+  return v.isTensor() ? static_cast<uint64_t>(v.toTensor().nbytes()) : 0;
+}
+
+// A copy of `v` made under the current memory scope (a real copy, as a
+// transfer to or from a device is).
+c10::IValue Copy(const c10::IValue& v) {
+  if (!v.isTensor()) return v;
+  return v.toTensor().detach().clone();
+}
+
+uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser.
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+
+// The trace's streams, as the simulator numbers them.
+enum TraceStream { kSwapIn = 0, kSwapOut = 1, kCompute = 2, kPeer = 3 };
+
+struct TraceEvent {
+  int device;  // -1: the host.
+  int stream;
+  std::string name;
+  double start_s;
+  double end_s;
+};
+
+// The host's copy of one vLayer: master weights (parameters as views into
+// one flat fp32 buffer, as the CPU optimizer wants them), gradients, buffers
+// and optimizer state.
+struct HostLayer {
+  at::Tensor flat_params, flat_grads;
+  std::vector<at::Tensor> params, grads;
+  std::mutex mu;                     // Guards `buffers` and `grads_in`.
+  std::vector<at::Tensor> buffers;   // Replaced, never written in place.
+  bool grads_in = false;             // Some gradients arrived this iteration.
+  std::unique_ptr<CpuOptimizer> optimizer;
+};
+
+// A pack's weights on a device.
+struct DeviceWeights {
+  PackRange range;
+  std::vector<std::vector<at::Tensor>> params, buffers;  // Per vLayer of range.
+};
+using WeightsResult = absl::StatusOr<std::shared_ptr<DeviceWeights>>;
+
+// Values a task sends another, one piece per sender microbatch.
+struct Piece {
+  int offset = 0;
+  int size = 0;
+  std::map<Ref, c10::IValue> values;
+};
+
+struct Device {
+  int index = 0;
+  std::unique_ptr<DeviceMemory> memory;
+};
+
+}  // namespace
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  proto::Plan plan;
+  TaskGraph graph;
+  torch::jit::Module model;
+  std::unique_ptr<common::Decomposition> dec;
+  common::LossKind loss_kind = common::LossKind::kAuto;
+  bool takes_targets = false;
+  std::vector<std::unique_ptr<HostLayer>> host;
+  std::vector<Device> devices;
+  // last_reader[k][i]: the last vLayer reading output i of vLayer k.
+  std::vector<std::map<int, int>> last_reader;
+  // batched[k][i]: output i of vLayer k has the microbatch as dimension 0.
+  std::vector<std::vector<bool>> batched;
+  common::TrainingData data;
+  std::vector<int64_t> order;  // Sample order of the current epoch.
+  int64_t iteration = 0;
+  int minibatch = 0;
+
+  // Host link emulation: when each direction is next free (seconds since
+  // `epoch`).
+  Clock::time_point epoch = Clock::now();
+  std::mutex link_mu;
+  double link_free[2] = {0, 0};
+
+  std::mutex rng_mu;  // The global CPU generator, for vLayers with dropout.
+
+  mutable std::mutex trace_mu;
+  std::vector<TraceEvent> trace;
+
+  // --- Per iteration.
+  std::mutex mu;
+  std::condition_variable cv;
+  absl::Status error;
+  std::vector<bool> done;
+  std::map<std::tuple<int, int, int>, std::vector<Piece>> mail;  // (to, from, kind).
+  // vDP: gradients of (task) published for the reduction.
+  std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
+  std::map<int, double> losses;  // By first sample.
+  std::vector<at::Tensor> batch_inputs, batch_targets;
+  std::atomic<uint64_t> counts[10];
+  std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
+
+  enum Count {
+    kWeightsIn, kGradientsOut, kActivationsIn, kActivationsOut, kStashOut, kStashIn,
+    kPeerBytes, kDataIn, kTargetsIn, kNumCounts
+  };
+
+  double Now() const { return Since(epoch); }
+
+  void Trace(int device, int stream, std::string name, double start) {
+    if (!options.trace) return;
+    const double end = Now();
+    std::lock_guard<std::mutex> lock(trace_mu);
+    trace.push_back({device, stream, std::move(name), start, end});
+  }
+
+  // Holds the emulated link for `bytes` in one direction (0: to devices,
+  // 1: to the host).
+  void Link(int direction, uint64_t bytes) {
+    if (options.emulate_host_link <= 0 || bytes == 0) return;
+    double end;
+    {
+      std::lock_guard<std::mutex> lock(link_mu);
+      const double start = std::max(Now(), link_free[direction]);
+      end = start + static_cast<double>(bytes) / options.emulate_host_link;
+      link_free[direction] = end;
+    }
+    const double wait = end - Now();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+
+  void Fail(const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.ok()) error = s;
+    cv.notify_all();
+  }
+
+  // --- Plan facts.
+
+  const common::VLayerInfo& Info(int k) const { return dec->vlayers()[k]; }
+
+  // Tensors produced in `producer` (or forward's arguments when
+  // producer.begin is -1) and read by vLayers in `consumer`.
+  std::vector<Ref> RefsBetween(PackRange producer, PackRange consumer) const {
+    std::set<Ref> refs;
+    for (int k = consumer.begin; k < consumer.end; ++k) {
+      for (const common::ValueSource& s : Info(k).inputs) {
+        const bool inside = producer.begin < 0
+                                ? s.producer < 0
+                                : s.producer >= producer.begin && s.producer < producer.end;
+        if (inside && !(s.producer >= consumer.begin && s.producer < consumer.end)) {
+          refs.insert({s.producer, s.index});
+        }
+      }
+    }
+    return {refs.begin(), refs.end()};
+  }
+
+  bool IsBatched(const Ref& r, const c10::IValue& v, int size) const {
+    if (!v.isTensor()) return false;
+    const at::Tensor& t = v.toTensor();
+    if (r.first < 0) return true;  // The data.
+    if (r.first < static_cast<int>(batched.size()) &&
+        r.second < static_cast<int>(batched[r.first].size())) {
+      return batched[r.first][r.second];
+    }
+    return t.dim() > 0 && t.size(0) == size;
+  }
+
+  // --- Mail between tasks.
+
+  void Post(int to, int from, TransferKind kind, Piece piece) {
+    std::lock_guard<std::mutex> lock(mu);
+    mail[{to, from, static_cast<int>(kind)}].push_back(std::move(piece));
+    cv.notify_all();
+  }
+
+  // The values `from` sent `to` for samples [offset, offset + size), waiting
+  // for them; pieces wholly consumed are dropped.
+  absl::StatusOr<std::map<Ref, c10::IValue>> Receive(int to, int from, TransferKind kind,
+                                                      int offset, int size) {
+    std::vector<Piece> pieces;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      auto& box = mail[{to, from, static_cast<int>(kind)}];
+      auto covered = [&] {
+        int got = 0;
+        for (const Piece& p : box) {
+          const int lo = std::max(p.offset, offset);
+          const int hi = std::min(p.offset + p.size, offset + size);
+          if (hi > lo) got += hi - lo;
+        }
+        return got >= size;
+      };
+      cv.wait(lock, [&] { return !error.ok() || covered(); });
+      if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+      std::vector<Piece> keep;
+      for (Piece& p : box) {
+        const bool overlaps = p.offset < offset + size && p.offset + p.size > offset;
+        if (!overlaps) {
+          keep.push_back(std::move(p));
+        } else if (p.offset + p.size <= offset + size) {
+          pieces.push_back(std::move(p));  // Wholly consumed.
+        } else {
+          pieces.push_back(p);  // Also needed by the next microbatch.
+          keep.push_back(std::move(p));
+        }
+      }
+      box = std::move(keep);
+    }
+    std::sort(pieces.begin(), pieces.end(),
+              [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    if (pieces.size() == 1 && pieces[0].offset == offset && pieces[0].size == size) {
+      return std::move(pieces[0].values);
+    }
+    // Assemble rows [offset, offset + size) from the pieces.
+    std::map<Ref, c10::IValue> out;
+    for (const auto& [ref, first] : pieces.front().values) {
+      if (!IsBatched(ref, first, pieces.front().size)) {
+        out[ref] = first;
+        continue;
+      }
+      std::vector<at::Tensor> parts;
+      for (const Piece& p : pieces) {
+        const int lo = std::max(p.offset, offset);
+        const int hi = std::min(p.offset + p.size, offset + size);
+        parts.push_back(p.values.at(ref).toTensor().narrow(0, lo - p.offset, hi - lo));
+      }
+      out[ref] = parts.size() == 1 ? parts[0].clone() : at::cat(parts, 0);
+    }
+    return out;
+  }
+
+  // --- Weights.
+
+  // Copies the host's weights of `range` onto device `d`.
+  WeightsResult LoadWeights(int d, PackRange range, const std::string& label) {
+    const double start = Now();
+    auto w = std::make_shared<DeviceWeights>();
+    w->range = range;
+    uint64_t bytes = 0;
+    DeviceMemoryScope scope(devices[d].memory.get(), absl::StrCat("weights in for ", label));
+    HARMONY_RETURN_IF_ERROR(CallTorch(label, [&] {
+      for (int k = range.begin; k < range.end; ++k) {
+        HostLayer& h = *host[k];
+        std::vector<at::Tensor> buffers;
+        {
+          std::lock_guard<std::mutex> lock(h.mu);
+          buffers = h.buffers;
+        }
+        std::vector<at::Tensor> ps, bs;
+        for (const at::Tensor& p : h.params) {
+          at::Tensor t = at::empty_like(p);
+          t.copy_(p);
+          t.requires_grad_(true);
+          bytes += t.nbytes();
+          ps.push_back(t);
+        }
+        for (const at::Tensor& b : buffers) {
+          bs.push_back(b.clone());
+          bytes += b.nbytes();
+        }
+        w->params.push_back(std::move(ps));
+        w->buffers.push_back(std::move(bs));
+      }
+    }, absl::StatusCode::kInternal));
+    Link(0, bytes);
+    counts[kWeightsIn] += bytes;
+    Trace(d, kSwapIn, absl::StrCat("weights in ", label), start);
+    return w;
+  }
+
+  // Buffers of the vLayers in `w` that update them, back to the host.
+  uint64_t StoreBuffers(const DeviceWeights& w) {
+    DeviceMemoryScope none(nullptr);
+    uint64_t bytes = 0;
+    for (int k = w.range.begin; k < w.range.end; ++k) {
+      if (!Info(k).updates_buffers) continue;
+      std::vector<at::Tensor> copies;
+      for (const at::Tensor& b : w.buffers[k - w.range.begin]) {
+        copies.push_back(b.detach().clone());
+        bytes += b.nbytes();
+      }
+      std::lock_guard<std::mutex> lock(host[k]->mu);
+      host[k]->buffers = std::move(copies);
+    }
+    return bytes;
+  }
+
+  // --- Running vLayers.
+
+  absl::StatusOr<std::vector<c10::IValue>> RunVLayer(int k, const DeviceWeights& w,
+                                                     const std::vector<at::Tensor>& buffers,
+                                                     const std::vector<c10::IValue>& in,
+                                                     int offset) {
+    const std::vector<at::Tensor>& params = w.params[k - w.range.begin];
+    if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
+    std::lock_guard<std::mutex> lock(rng_mu);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    {
+      std::lock_guard<std::mutex> g(gen.mutex());
+      gen.set_current_seed(DropoutSeed(options.seed, iteration, offset, k));
+    }
+    return dec->Run(k, params, buffers, in);
+  }
+
+  // The inputs of vLayer k from `values` (and the microbatch's data).
+  std::vector<c10::IValue> InputsOf(int k, const std::map<Ref, c10::IValue>& values) const {
+    std::vector<c10::IValue> in;
+    for (const common::ValueSource& s : Info(k).inputs) in.push_back(values.at({s.producer, s.index}));
+    return in;
+  }
+
+  // Receives everything task `t` reads for one microbatch: its ACTIVATIONS_IN
+  // and STASH_IN (into `values`, keyed by tensor) and the data it reads.
+  absl::Status ReceiveInputs(const Task& t, int d, const planner::Microbatch& mb,
+                             std::map<Ref, c10::IValue>& values,
+                             std::vector<std::map<Ref, c10::IValue>>* gradients) {
+    const double start = Now();
+    DeviceMemoryScope scope(devices[d].memory.get(),
+                            absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
+    // Data: forward's arguments the pack reads, and the targets.
+    std::vector<Ref> data_refs = RefsBetween({-1, 0}, t.vlayers);
+    uint64_t data_bytes = 0;
+    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
+      for (const Ref& r : data_refs) {
+        at::Tensor host_rows = batch_args().at(r.second).narrow(0, mb.offset, mb.size);
+        values[r] = host_rows.clone();
+        data_bytes += host_rows.nbytes();
+      }
+    }, absl::StatusCode::kInternal));
+    for (const Transfer& x : t.transfers) {
+      if (x.microbatch != mb.index) continue;
+      if (x.kind != TransferKind::kActivationsIn && x.kind != TransferKind::kStashIn) continue;
+      TransferKind sent = x.kind == TransferKind::kStashIn ? TransferKind::kStashOut
+                                                           : TransferKind::kActivationsOut;
+      HARMONY_ASSIGN_OR_RETURN(auto got, Receive(t.id, x.peer_task, sent, mb.offset, mb.size));
+      uint64_t bytes = 0;
+      const bool via_host = x.channel == Channel::kHost;
+      if (via_host) {
+        HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " inputs"), [&] {
+          for (auto& [ref, v] : got) {
+            bytes += BytesOf(v);
+            v = Copy(v);
+          }
+        }, absl::StatusCode::kInternal));
+        Link(0, bytes);
+        counts[x.kind == TransferKind::kStashIn ? kStashIn : kActivationsIn] += bytes;
+      }
+      const bool from_backward = graph.tasks[x.peer_task].kind == TaskKind::kBackward;
+      if (t.kind == TaskKind::kBackward && from_backward) {
+        gradients->push_back(std::move(got));
+      } else {
+        for (auto& [ref, v] : got) values[ref] = std::move(v);
+      }
+    }
+    uint64_t target_bytes = 0;
+    if (t.fused_loss && !takes_targets) {
+      HARMONY_RETURN_IF_ERROR(CallTorch("targets", [&] {
+        for (size_t i = 0; i < batch_targets.size(); ++i) {
+          at::Tensor rows = batch_targets[i].narrow(0, mb.offset, mb.size);
+          values[{-2, static_cast<int>(i)}] = rows.clone();
+          target_bytes += rows.nbytes();
+        }
+      }, absl::StatusCode::kInternal));
+    }
+    Link(0, data_bytes + target_bytes);
+    counts[kDataIn] += data_bytes;
+    counts[kTargetsIn] += target_bytes;
+    wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    Trace(d, kSwapIn, absl::StrCat("inputs task ", t.id, " #", mb.index), start);
+    return absl::OkStatus();
+  }
+
+  // forward's arguments for the minibatch: the inputs, plus the targets when
+  // forward takes them.
+  const std::vector<at::Tensor>& batch_args() const { return batch_inputs; }
+
+  // Sends the values of one microbatch along the task's ACTIVATIONS_OUT and
+  // STASH_OUT transfers. For a backward task, `values` holds the gradients
+  // of its inputs.
+  absl::Status SendOutputs(const Task& t, int d, const planner::Microbatch& mb,
+                           const std::map<Ref, c10::IValue>& values) {
+    for (const Transfer& x : t.transfers) {
+      if (x.microbatch != mb.index) continue;
+      if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
+      const Task& to = graph.tasks[x.peer_task];
+      const double start = Now();
+      std::vector<Ref> refs;
+      if (x.kind == TransferKind::kStashOut) {
+        refs = RefsBetween({0, to.vlayers.begin}, to.vlayers);
+      } else if (t.kind == TaskKind::kBackward) {
+        refs = RefsBetween(to.vlayers, t.vlayers);  // Gradients of its inputs.
+      } else {
+        refs = RefsBetween(t.vlayers, to.vlayers);
+      }
+      Piece piece;
+      piece.offset = mb.offset;
+      piece.size = mb.size;
+      uint64_t bytes = 0;
+      HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " sending"), [&] {
+        DeviceMemory* target = x.channel == Channel::kPeer
+                                   ? devices[to.device].memory.get()
+                                   : (x.channel == Channel::kLocal ? devices[d].memory.get()
+                                                                   : nullptr);
+        DeviceMemoryScope scope(target, absl::StrCat("receiving from task ", t.id));
+        for (const Ref& r : refs) {
+          auto it = values.find(r);
+          if (it == values.end()) {
+            if (t.kind == TaskKind::kBackward) continue;  // Not a float tensor.
+            throw std::runtime_error(absl::StrCat(
+                "task ", t.id, " holds no value of vLayer ", r.first, " output ", r.second,
+                " to send to task ", to.id));
+          }
+          bytes += BytesOf(it->second);
+          piece.values[r] = x.channel == Channel::kLocal ? it->second : Copy(it->second);
+        }
+      }, absl::StatusCode::kInternal));
+      if (x.channel == Channel::kHost) {
+        Link(1, bytes);
+        counts[x.kind == TransferKind::kStashOut ? kStashOut : kActivationsOut] += bytes;
+        Trace(d, kSwapOut, absl::StrCat(x.kind == TransferKind::kStashOut ? "stash out "
+                                                                           : "activations out ",
+                                        t.id, " #", mb.index),
+              start);
+      } else if (x.channel == Channel::kPeer) {
+        counts[kPeerBytes] += bytes;
+        Trace(d, kPeer, absl::StrCat("to device ", to.device, " #", mb.index), start);
+      }
+      Post(to.id, t.id, x.kind, std::move(piece));
+    }
+    return absl::OkStatus();
+  }
+
+  // --- Tasks.
+
+  absl::Status Forward(const Task& t, int d, DeviceWeights& w) {
+    c10::NoGradGuard no_grad;
+    for (const planner::Microbatch& mb : t.microbatches) {
+      std::map<Ref, c10::IValue> values;
+      HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, values, nullptr));
+      const double start = Now();
+      // What leaves the task; everything else is dropped after its last
+      // reader in the pack.
+      std::set<Ref> sent;
+      for (const Transfer& x : t.transfers) {
+        if (x.microbatch != mb.index) continue;
+        if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
+        const PackRange to = graph.tasks[x.peer_task].vlayers;
+        for (const Ref& r : x.kind == TransferKind::kStashOut
+                                ? RefsBetween({0, to.begin}, to)
+                                : RefsBetween(t.vlayers, to)) {
+          sent.insert(r);
+        }
+      }
+      {
+        DeviceMemoryScope scope(devices[d].memory.get(),
+                                absl::StrCat("task ", t.id, " (forward of vLayers ",
+                                             t.vlayers.begin, "-", t.vlayers.end - 1,
+                                             "), microbatch ", mb.index));
+        for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+          HARMONY_ASSIGN_OR_RETURN(
+              std::vector<c10::IValue> outs,
+              RunVLayer(k, w, w.buffers[k - w.range.begin], InputsOf(k, values), mb.offset));
+          for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
+          for (auto it = values.begin(); it != values.end();) {
+            const bool later = it->first.first >= 0 && last_reader[it->first.first].count(it->first.second) &&
+                               last_reader[it->first.first].at(it->first.second) > k;
+            if (!later && !sent.count(it->first) && it->first.first >= 0) {
+              it = values.erase(it);
+            } else {
+              ++it;
+            }
+          }
+        }
+      }
+      compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
+                                      " #", mb.index),
+            start);
+      HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, values));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const Task& t, int d, DeviceWeights& w) {
+    // Gradients accumulate over the task's microbatches from zero.
+    for (auto& ps : w.params) {
+      for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
+    }
+    for (const planner::Microbatch& mb : t.microbatches) {
+      std::map<Ref, c10::IValue> values;
+      std::vector<std::map<Ref, c10::IValue>> incoming;
+      HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, values, &incoming));
+      const double start = Now();
+      std::map<Ref, c10::IValue> input_grads;
+      {
+        DeviceMemoryScope scope(devices[d].memory.get(),
+                                absl::StrCat("task ", t.id, " (backward of vLayers ",
+                                             t.vlayers.begin, "-", t.vlayers.end - 1,
+                                             "), microbatch ", mb.index));
+        // Live-ins from earlier vLayers become leaves.
+        std::map<Ref, at::Tensor> leaves;
+        HARMONY_RETURN_IF_ERROR(CallTorch("leaves", [&] {
+          for (auto& [ref, v] : values) {
+            if (ref.first < 0 || !v.isTensor()) continue;
+            at::Tensor leaf = v.toTensor().detach();
+            if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+            leaves[ref] = leaf;
+            v = leaf;
+          }
+        }));
+        c10::AutoGradMode grad_mode(true);
+        for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+          // The fused forward updates the real buffers; a recompute, copies.
+          std::vector<at::Tensor> buffers = w.buffers[k - w.range.begin];
+          if (!t.fused_loss) {
+            for (at::Tensor& b : buffers) b = b.clone();
+          }
+          HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> outs,
+                                   RunVLayer(k, w, buffers, InputsOf(k, values), mb.offset));
+          for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
+        }
+        std::vector<at::Tensor> roots, root_grads;
+        if (t.fused_loss) {
+          const c10::IValue& out = values.at({dec->num_vlayers() - 1, 0});
+          if (!out.isTensor()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "forward returned ", out.type()->str(), ", expected a tensor"));
+          }
+          std::vector<at::Tensor> targets;
+          if (!takes_targets) {
+            for (size_t i = 0; i < batch_targets.size(); ++i) {
+              targets.push_back(values.at({-2, static_cast<int>(i)}).toTensor());
+            }
+          }
+          HARMONY_ASSIGN_OR_RETURN(
+              at::Tensor loss,
+              common::LossFromOutput(out.toTensor(), targets, takes_targets, loss_kind));
+          HARMONY_ASSIGN_OR_RETURN(at::Tensor scaled, CallTorch("loss", [&] {
+            return loss * (static_cast<double>(mb.size) / minibatch);
+          }));
+          const double value = scaled.item<double>();
+          if (!std::isfinite(value)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "the loss is ", value, " at iteration ", iteration, ", samples ", mb.offset,
+                "-", mb.offset + mb.size - 1));
+          }
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            losses[mb.offset] = value;
+          }
+          roots.push_back(scaled);
+          root_grads.push_back(at::ones_like(scaled));
+        } else {
+          // Gradients of the outputs, summed over the later packs that read
+          // them (the latest first, as autograd would).
+          std::map<Ref, at::Tensor> grads;
+          for (auto it = incoming.rbegin(); it != incoming.rend(); ++it) {
+            for (auto& [ref, g] : *it) {
+              if (!g.isTensor()) continue;
+              at::Tensor& acc = grads[ref];
+              acc = acc.defined() ? acc + g.toTensor() : g.toTensor();
+            }
+          }
+          for (auto& [ref, g] : grads) {
+            const c10::IValue& out = values.at(ref);
+            if (!out.isTensor() || !out.toTensor().requires_grad()) continue;
+            roots.push_back(out.toTensor());
+            root_grads.push_back(g);
+          }
+        }
+        if (!roots.empty()) {
+          HARMONY_RETURN_IF_ERROR(CallTorch(
+              absl::StrCat("backward of vLayers ", t.vlayers.begin, "-", t.vlayers.end - 1),
+              [&] { torch::autograd::backward(roots, root_grads); }));
+        }
+        for (auto& [ref, leaf] : leaves) {
+          if (!at::isFloatingType(leaf.scalar_type())) continue;
+          input_grads[ref] = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
+        }
+        values.clear();
+      }
+      compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      Trace(d, kCompute, absl::StrCat(t.fused_loss ? "forward+loss+backward " : "backward ",
+                                      t.vlayers.begin, "-", t.vlayers.end - 1, " #",
+                                      mb.index),
+            start);
+      HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, input_grads));
+    }
+    return absl::OkStatus();
+  }
+
+  // The task's gradients, as a list per vLayer (zeros where a parameter got
+  // none).
+  std::vector<std::vector<at::Tensor>> GradientsOf(const DeviceWeights& w) {
+    std::vector<std::vector<at::Tensor>> out;
+    for (const auto& ps : w.params) {
+      std::vector<at::Tensor> gs;
+      for (const at::Tensor& p : ps) {
+        gs.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+      }
+      out.push_back(std::move(gs));
+    }
+    return out;
+  }
+
+  // After a backward task: the vDP reduction and the gradients to the host.
+  absl::Status FinishBackward(const Task& t, int d, DeviceWeights& w) {
+    bool reduce = false, out = false;
+    for (const Transfer& x : t.transfers) {
+      reduce = reduce || x.kind == TransferKind::kGradientReduce;
+      out = out || x.kind == TransferKind::kGradientsOut;
+    }
+    std::vector<std::vector<at::Tensor>> grads;
+    HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
+      DeviceMemoryScope scope(devices[d].memory.get(), absl::StrCat("gradients of task ", t.id));
+      grads = GradientsOf(w);
+    }, absl::StatusCode::kInternal));
+    if (reduce && !out) {  // Hand them to the device that sums.
+      std::lock_guard<std::mutex> lock(mu);
+      reduce_slots[t.id] = std::move(grads);
+      cv.notify_all();
+      return absl::OkStatus();
+    }
+    if (reduce) {
+      // Sum the other devices' gradients of this pack, in device order.
+      for (const Task& other : graph.tasks) {
+        if (other.kind != TaskKind::kBackward || other.pack != t.pack || other.id == t.id) continue;
+        const double start = Now();
+        std::vector<std::vector<at::Tensor>> theirs;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return !error.ok() || reduce_slots.count(other.id) > 0; });
+          if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+          theirs = std::move(reduce_slots[other.id]);
+          reduce_slots.erase(other.id);
+        }
+        uint64_t bytes = 0;
+        HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
+          DeviceMemoryScope scope(devices[d].memory.get(),
+                                  absl::StrCat("reducing gradients of task ", t.id));
+          for (size_t k = 0; k < grads.size(); ++k) {
+            for (size_t j = 0; j < grads[k].size(); ++j) {
+              at::Tensor copy = theirs[k][j].clone();
+              bytes += copy.nbytes();
+              grads[k][j] = grads[k][j] + copy;
+            }
+          }
+        }, absl::StatusCode::kInternal));
+        counts[kPeerBytes] += bytes;
+        wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+        Trace(d, kPeer, absl::StrCat("reduce from task ", other.id), start);
+      }
+    }
+    if (!out) return absl::OkStatus();
+    const double start = Now();
+    uint64_t bytes = 0;
+    HARMONY_RETURN_IF_ERROR(CallTorch("gradients out", [&] {
+      DeviceMemoryScope none(nullptr);
+      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+        HostLayer& h = *host[k];
+        const auto& gs = grads[k - t.vlayers.begin];
+        std::lock_guard<std::mutex> lock(h.mu);
+        for (size_t j = 0; j < gs.size(); ++j) {
+          if (h.grads_in) {
+            h.grads[j].add_(gs[j]);
+          } else {
+            h.grads[j].copy_(gs[j]);
+          }
+          bytes += gs[j].nbytes();
+        }
+        h.grads_in = true;
+      }
+    }, absl::StatusCode::kInternal));
+    // The plan sends a fused forward's updated buffers with the gradients
+    // when this device keeps the statistics (its bytes say so).
+    uint64_t planned = 0, gradient_bytes = 0;
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kGradientsOut) planned += x.bytes;
+    }
+    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+      gradient_bytes += host[k]->flat_grads.nbytes();
+    }
+    if (t.fused_loss && planned > gradient_bytes) bytes += StoreBuffers(w);
+    Link(1, bytes);
+    counts[kGradientsOut] += bytes;
+    Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1),
+          start);
+    return absl::OkStatus();
+  }
+
+  absl::Status RunDevice(int d) {
+    std::vector<int> list = graph.DeviceTasks(d);
+    std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
+    std::map<int, std::future<WeightsResult>> prefetched;
+    absl::Status status;
+    for (int id : list) {
+      const Task& t = graph.tasks[id];
+      if (options.cancelled && options.cancelled()) {
+        status = absl::CancelledError("cancelled");
+        break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error.ok()) break;
+      }
+      const std::string label = absl::StrCat("task ", id, " (", planner::TaskKindName(t.kind),
+                                             " of vLayers ", t.vlayers.begin, "-",
+                                             t.vlayers.end - 1, ")");
+      // Weights: kept, prefetched, or swapped in now.
+      std::shared_ptr<DeviceWeights> w;
+      const double wait_start = Now();
+      if (kept && kept->range == t.vlayers) {
+        w = std::move(kept);
+      } else if (auto it = prefetched.find(id); it != prefetched.end()) {
+        WeightsResult r = it->second.get();
+        prefetched.erase(it);
+        if (!r.ok()) {
+          status = r.status();
+          break;
+        }
+        w = *std::move(r);
+      } else {
+        WeightsResult r = LoadWeights(d, t.vlayers, label);
+        if (!r.ok()) {
+          status = r.status();
+          break;
+        }
+        w = *std::move(r);
+      }
+      kept.reset();
+      wait_ns += static_cast<int64_t>((Now() - wait_start) * 1e9);
+      // Prefetch the next task's weights during this one.
+      for (const Transfer& x : t.transfers) {
+        if (x.kind != TransferKind::kPrefetchWeights) continue;
+        const Task& next = graph.tasks[x.peer_task];
+        const std::string next_label = absl::StrCat("task ", next.id);
+        prefetched[next.id] = std::async(std::launch::async, [this, d, range = next.vlayers,
+                                                              next_label] {
+          return LoadWeights(d, range, next_label);
+        });
+      }
+      status = t.kind == TaskKind::kForward ? Forward(t, d, *w) : Backward(t, d, *w);
+      if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
+      if (status.ok()) {
+        for (const Transfer& x : t.transfers) {
+          if (x.kind == TransferKind::kBuffersOut) {
+            const double start = Now();
+            const uint64_t bytes = StoreBuffers(*w);
+            Link(1, bytes);
+            counts[kGradientsOut] += bytes;
+            Trace(d, kSwapOut, absl::StrCat("buffers out task ", id), start);
+          }
+          if (x.kind == TransferKind::kKeepResident) kept = w;
+        }
+      }
+      if (!status.ok()) break;
+      std::lock_guard<std::mutex> lock(mu);
+      done[id] = true;
+      cv.notify_all();
+    }
+    for (auto& [id, f] : prefetched) f.wait();
+    return status;
+  }
+
+  absl::Status RunUpdates() {
+    for (const Task& t : graph.tasks) {
+      if (t.kind != TaskKind::kUpdate) continue;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] {
+          if (!error.ok()) return true;
+          for (int dep : t.depends_on) {
+            if (!done[dep]) return false;
+          }
+          return true;
+        });
+        if (!error.ok()) return absl::CancelledError("stopped: a task failed");
+      }
+      const double start = Now();
+      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+        HostLayer& h = *host[k];
+        std::lock_guard<std::mutex> lock(h.mu);
+        if (!h.grads_in) h.flat_grads.zero_();
+        if (h.optimizer->elements() > 0) {
+          h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
+        }
+        h.grads_in = false;
+      }
+      optimizer_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
+            start);
+      std::lock_guard<std::mutex> lock(mu);
+      done[t.id] = true;
+      cv.notify_all();
+    }
+    return absl::OkStatus();
+  }
+
+  void NextMinibatch() {
+    const int64_t n = data.size();
+    std::vector<int64_t> rows(minibatch);
+    for (int j = 0; j < minibatch; ++j) {
+      const int64_t at = iteration * minibatch + j;
+      const int64_t epoch_index = at / n;
+      if (options.shuffle && (order.empty() || epoch_index != current_epoch)) {
+        at::Generator gen = at::detail::createCPUGenerator(
+            Mix(options.seed ^ static_cast<uint64_t>(epoch_index + 1)));
+        at::Tensor perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
+        order.assign(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n);
+        current_epoch = epoch_index;
+      }
+      rows[j] = options.shuffle ? order[at % n] : at % n;
+    }
+    at::Tensor index = at::tensor(rows, at::TensorOptions().dtype(at::kLong));
+    std::vector<at::Tensor> inputs, targets;
+    for (const at::Tensor& t : data.inputs) inputs.push_back(t.index_select(0, index));
+    for (const at::Tensor& t : data.targets) targets.push_back(t.index_select(0, index));
+    batch_inputs = inputs;
+    if (takes_targets) batch_inputs.insert(batch_inputs.end(), targets.begin(), targets.end());
+    batch_targets = targets;
+  }
+  int64_t current_epoch = -1;
+};
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;
+
+int64_t Runtime::iterations_done() const { return impl_->iteration; }
+
+uint64_t Runtime::host_store_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& h : impl_->host) {
+    bytes += h->flat_params.nbytes() + h->flat_grads.nbytes() +
+             h->optimizer->state().size() * sizeof(float);
+    for (const at::Tensor& b : h->buffers) bytes += b.nbytes();
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan,
+                                                         const std::string& model_path,
+                                                         const RuntimeOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->plan = plan;
+  HARMONY_ASSIGN_OR_RETURN(impl->graph, planner::TaskGraphFromPlan(plan));
+  const planner::Config& config = impl->graph.config;
+  impl->minibatch = config.minibatch;
+
+  // The devices.
+  if (options.devices.kind != common::DeviceSpec::Kind::kCpu) {
+    return absl::FailedPreconditionError(
+        "this build runs on virtual CPU devices only (cpu:NxSIZE); CUDA devices need a "
+        "--config=cuda build");
+  }
+  if (options.devices.count < config.num_devices) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan needs ", config.num_devices, " devices; ", options.devices.ToString(),
+        " gives ", options.devices.count));
+  }
+  if (options.check_device_memory && options.devices.capacity < config.device_memory) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan was made for devices of ", common::FormatBytes(config.device_memory),
+        "; ", options.devices.ToString(), " gives ",
+        common::FormatBytes(options.devices.capacity), " each"));
+  }
+  common::InstallDeviceMemoryAccounting();
+  for (int d = 0; d < config.num_devices; ++d) {
+    Device dev;
+    dev.index = d;
+    dev.memory = std::make_unique<DeviceMemory>(absl::StrCat("cpu:", d), options.devices.capacity);
+    impl->devices.push_back(std::move(dev));
+  }
+
+  // The model: its bytes must be the ones the plan was made for.
+  HARMONY_ASSIGN_OR_RETURN(std::string sha, common::Sha256OfFile(model_path));
+  if (sha != plan.model().sha256()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model ", model_path, " is not the one the plan was made for: its sha256 is ",
+        sha.substr(0, 16), "..., the plan's ", plan.model().sha256().substr(0, 16),
+        "... (", plan.model().file_name(), ")"));
+  }
+  HARMONY_ASSIGN_OR_RETURN(impl->model, CallTorch(absl::StrCat("loading ", model_path), [&] {
+    return torch::jit::load(model_path);
+  }));
+  impl->model.train();
+  std::vector<int> cuts(plan.model().decomposition().cut_points().begin(),
+                        plan.model().decomposition().cut_points().end());
+  HARMONY_ASSIGN_OR_RETURN(impl->dec,
+                           common::Decomposition::CreateWithCuts(impl->model, cuts));
+  if (impl->dec->num_vlayers() != static_cast<int>(plan.profile().vlayers_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan's profile has ", plan.profile().vlayers_size(), " vLayers, the model ",
+        impl->dec->num_vlayers()));
+  }
+  switch (plan.model().loss()) {
+    case proto::CROSS_ENTROPY: impl->loss_kind = common::LossKind::kCrossEntropy; break;
+    case proto::MSE: impl->loss_kind = common::LossKind::kMse; break;
+    default: impl->loss_kind = common::LossKind::kAuto; break;
+  }
+  if (config.forward_microbatch != config.backward_microbatch) {
+    for (const common::VLayerInfo& v : impl->dec->vlayers()) {
+      if (v.uses_rng || v.updates_buffers) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "vLayer ", v.index, " (", v.scope, ") ",
+            v.uses_rng ? "uses dropout" : "updates batch statistics",
+            ": the plan's forward and backward microbatches must be equal, got ",
+            config.forward_microbatch, " and ", config.backward_microbatch));
+      }
+    }
+  }
+
+  impl->last_reader.resize(impl->dec->num_vlayers());
+  for (const common::VLayerInfo& v : impl->dec->vlayers()) {
+    for (const common::ValueSource& s : v.inputs) {
+      if (s.producer >= 0) impl->last_reader[s.producer][s.index] = v.index;
+    }
+  }
+  // Which outputs are batched, from every profiled size.
+  for (const proto::VLayerProfile& v : plan.profile().vlayers()) {
+    std::vector<bool> b;
+    for (int r = 0; r < v.by_microbatch_size(); ++r) {
+      const auto& m = v.by_microbatch(r);
+      b.resize(std::max<size_t>(b.size(), m.outputs_size()), true);
+      for (int i = 0; i < m.outputs_size(); ++i) {
+        const proto::TensorMeta& t = m.outputs(i);
+        if (t.shape_size() == 0 || t.shape(0) != static_cast<int64_t>(m.size())) b[i] = false;
+      }
+    }
+    impl->batched.push_back(std::move(b));
+  }
+
+  // The host store.
+  std::map<std::string, int> owner;
+  for (int k = 0; k < impl->dec->num_vlayers(); ++k) {
+    const common::VLayerInfo& info = impl->dec->vlayers()[k];
+    auto h = std::make_unique<HostLayer>();
+    int64_t elements = 0;
+    HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> params,
+                             common::ResolveTensors(impl->model, info.parameters));
+    for (size_t j = 0; j < params.size(); ++j) {
+      if (auto [it, fresh] = owner.emplace(info.parameters[j], k); !fresh) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "parameter ", info.parameters[j], " is used by vLayers ", it->second, " and ", k,
+            ": shared (tied) weights are not supported yet"));
+      }
+      if (params[j].scalar_type() != at::kFloat) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "parameter ", info.parameters[j], " is ", params[j].scalar_type(),
+            "; the runtime trains float32 parameters"));
+      }
+      elements += params[j].numel();
+    }
+    HARMONY_RETURN_IF_ERROR(CallTorch("host store", [&] {
+      h->flat_params = at::empty({elements}, at::kFloat);
+      h->flat_grads = at::zeros({elements}, at::kFloat);
+      int64_t at = 0;
+      for (const at::Tensor& p : params) {
+        at::Tensor view = h->flat_params.narrow(0, at, p.numel()).view(p.sizes());
+        view.copy_(p.detach());
+        h->params.push_back(view);
+        h->grads.push_back(h->flat_grads.narrow(0, at, p.numel()).view(p.sizes()));
+        at += p.numel();
+      }
+    }, absl::StatusCode::kResourceExhausted));
+    HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> buffers,
+                             common::ResolveTensors(impl->model, info.buffers));
+    for (const at::Tensor& b : buffers) h->buffers.push_back(b.detach().clone());
+    HARMONY_ASSIGN_OR_RETURN(h->optimizer,
+                             CpuOptimizer::Create(options.optimizer, static_cast<size_t>(elements)));
+    impl->host.push_back(std::move(h));
+  }
+  at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+absl::Status Runtime::SetData(common::TrainingData data) {
+  Impl& m = *impl_;
+  const auto& expected = m.plan.model().sample_inputs();
+  const auto& expected_targets = m.plan.model().sample_targets();
+  auto check = [](const std::vector<at::Tensor>& got,
+                  const google::protobuf::RepeatedPtrField<proto::TensorMeta>& want,
+                  absl::string_view what) -> absl::Status {
+    if (static_cast<int>(got.size()) != want.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the data has ", got.size(), " ", what, " tensor(s), the plan's sample ", want.size(),
+          " (data: ", common::DescribeTensors(got), ")"));
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      const proto::TensorMeta& w = want[static_cast<int>(i)];
+      bool same = got[i].dim() == w.shape_size();
+      for (int j = 1; same && j < w.shape_size(); ++j) same = got[i].size(j) == w.shape(j);
+      std::vector<std::string> dims = {"N"};
+      for (int j = 1; j < w.shape_size(); ++j) dims.push_back(absl::StrCat(w.shape(j)));
+      if (!same) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " ", i, " has shape ", common::DescribeTensor(got[i]), ", the plan expects [",
+            absl::StrJoin(dims, ", "), "] (N samples)"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  HARMONY_RETURN_IF_ERROR(check(data.inputs, expected, "input"));
+  if (expected_targets.size() > 0 || !data.targets.empty()) {
+    HARMONY_RETURN_IF_ERROR(check(data.targets, expected_targets, "target"));
+  }
+  if (data.size() < 1) return absl::InvalidArgumentError("the data has no samples");
+  HARMONY_ASSIGN_OR_RETURN(
+      m.takes_targets,
+      common::ForwardTakesTargets(m.dec->forward_arguments(), data.inputs, data.targets));
+  m.data = std::move(data);
+  m.order.clear();
+  m.current_epoch = -1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
+  Impl& m = *impl_;
+  if (m.data.inputs.empty()) return absl::FailedPreconditionError("no training data (SetData)");
+  const Clock::time_point start = Clock::now();
+  HARMONY_RETURN_IF_ERROR(CallTorch("minibatch", [&] { m.NextMinibatch(); }));
+  m.error = absl::OkStatus();
+  m.done.assign(m.graph.tasks.size(), false);
+  m.mail.clear();
+  m.reduce_slots.clear();
+  m.losses.clear();
+  for (auto& c : m.counts) c = 0;
+  m.compute_ns = 0;
+  m.wait_ns = 0;
+  m.optimizer_ns = 0;
+  for (Device& d : m.devices) d.memory->ResetPeak();
+  for (auto& h : m.host) h->grads_in = false;
+
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < m.devices.size(); ++d) {
+    threads.emplace_back([&m, d] {
+      absl::Status s = m.RunDevice(static_cast<int>(d));
+      if (!s.ok()) m.Fail(s);
+    });
+  }
+  absl::Status updates = m.RunUpdates();
+  for (std::thread& t : threads) t.join();
+  if (!m.error.ok()) {
+    absl::Status s = m.error;
+    m.mail.clear();
+    m.reduce_slots.clear();
+    return s;
+  }
+  HARMONY_RETURN_IF_ERROR(updates);
+
+  IterationMetrics out;
+  out.iteration = m.iteration;
+  for (const auto& [offset, loss] : m.losses) out.loss += loss;
+  out.seconds = Since(start);
+  out.samples_per_s = m.minibatch / out.seconds;
+  out.bytes.weights_in = m.counts[Impl::kWeightsIn];
+  out.bytes.gradients_out = m.counts[Impl::kGradientsOut];
+  out.bytes.activations_in = m.counts[Impl::kActivationsIn];
+  out.bytes.activations_out = m.counts[Impl::kActivationsOut];
+  out.bytes.stash_out = m.counts[Impl::kStashOut];
+  out.bytes.stash_in = m.counts[Impl::kStashIn];
+  out.bytes.peer = m.counts[Impl::kPeerBytes];
+  out.bytes.data_in = m.counts[Impl::kDataIn];
+  out.bytes.targets_in = m.counts[Impl::kTargetsIn];
+  for (const Device& d : m.devices) out.device_peak_bytes.push_back(d.memory->peak());
+  out.compute_s = m.compute_ns * 1e-9;
+  out.swap_wait_s = m.wait_ns * 1e-9;
+  out.optimizer_s = m.optimizer_ns * 1e-9;
+  out.emulated_link = m.options.emulate_host_link > 0;
+  ++m.iteration;
+  return out;
+}
+
+absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& name) const {
+  const Impl& m = *impl_;
+  for (int k = 0; k < m.dec->num_vlayers(); ++k) {
+    const common::VLayerInfo& info = m.dec->vlayers()[k];
+    for (size_t j = 0; j < info.parameters.size(); ++j) {
+      if (info.parameters[j] == name) return m.host[k]->params[j];
+    }
+    for (size_t j = 0; j < info.buffers.size(); ++j) {
+      if (info.buffers[j] == name) {
+        std::lock_guard<std::mutex> lock(m.host[k]->mu);
+        return m.host[k]->buffers[j];
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("the model has no parameter or buffer ", name));
+}
+
+absl::Status Runtime::SaveModel(const std::string& path) {
+  Impl& m = *impl_;
+  HARMONY_RETURN_IF_ERROR(CallTorch("writing the weights into the model", [&] {
+    c10::NoGradGuard no_grad;
+    for (int k = 0; k < m.dec->num_vlayers(); ++k) {
+      const common::VLayerInfo& info = m.dec->vlayers()[k];
+      for (size_t j = 0; j < info.parameters.size(); ++j) {
+        common::ResolveTensor(m.model, info.parameters[j])->copy_(m.host[k]->params[j]);
+      }
+      for (size_t j = 0; j < info.buffers.size(); ++j) {
+        common::ResolveTensor(m.model, info.buffers[j])->copy_(m.host[k]->buffers[j]);
+      }
+    }
+  }, absl::StatusCode::kInternal));
+  std::string bytes;
+  HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("saving ", path), [&] {
+    std::ostringstream out;
+    m.model.save(out);
+    bytes = out.str();
+  }, absl::StatusCode::kInternal));
+  return common::WriteFileAtomically(path, bytes);
+}
+
+std::string Runtime::ChromeTrace() const {
+  const Impl& m = *impl_;
+  nlohmann::json events = nlohmann::json::array();
+  const char* names[] = {"swap-in", "swap-out", "compute", "peer"};
+  for (int d = -1; d < static_cast<int>(m.devices.size()); ++d) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", d + 1},
+                      {"args", {{"name", d < 0 ? "host (CPU optimizer)"
+                                               : absl::StrCat("device ", d)}}}});
+    for (int s = 0; s < 4; ++s) {
+      if (d < 0 && s != kCompute) continue;
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", d + 1}, {"tid", s},
+                        {"args", {{"name", d < 0 ? "optimizer" : names[s]}}}});
+    }
+  }
+  std::lock_guard<std::mutex> lock(m.trace_mu);
+  for (const TraceEvent& e : m.trace) {
+    events.push_back({{"name", e.name}, {"ph", "X"}, {"pid", e.device + 1}, {"tid", e.stream},
+                      {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}});
+  }
+  nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  if (m.options.emulate_host_link > 0) {
+    doc["metadata"] = {{"host_link", "emulated"},
+                       {"host_link_bytes_per_s", m.options.emulate_host_link}};
+  }
+  return doc.dump();
+}
+
+uint64_t DropoutSeed(uint64_t seed, int64_t iteration, int microbatch_offset, int vlayer) {
+  return Mix(Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(iteration)) ^
+                 static_cast<uint64_t>(microbatch_offset)) ^
+             static_cast<uint64_t>(vlayer));
+}
+
+std::string MetricsJson(const IterationMetrics& m) {
+  nlohmann::json j = {
+      {"iteration", m.iteration},
+      {"loss", m.loss},
+      {"seconds", m.seconds},
+      {"samples_per_s", m.samples_per_s},
+      {"bytes",
+       {{"weights_in", m.bytes.weights_in},
+        {"gradients_out", m.bytes.gradients_out},
+        {"activations_in", m.bytes.activations_in},
+        {"activations_out", m.bytes.activations_out},
+        {"stash_out", m.bytes.stash_out},
+        {"stash_in", m.bytes.stash_in},
+        {"peer", m.bytes.peer},
+        {"data_in", m.bytes.data_in},
+        {"targets_in", m.bytes.targets_in},
+        {"to_device", m.bytes.to_device()},
+        {"to_host", m.bytes.to_host()}}},
+      {"device_peak_bytes", m.device_peak_bytes},
+      {"compute_s", m.compute_s},
+      {"swap_wait_s", m.swap_wait_s},
+      {"optimizer_s", m.optimizer_s},
+      {"emulated_host_link", m.emulated_link},
+  };
+  return j.dump();
+}
+
+}  // namespace harmony::executor

@@ -1,0 +1,163 @@
+// The runtime (DESIGN.md §6): trains a model with a plan from harmony-plan.
+//
+// Runtime::Create loads the model, checks its SHA-256 against the plan,
+// re-creates the plan's vLayers from the cut points, and sets up the host
+// store (master weights, gradients and optimizer state per vLayer, allocated
+// once) and the devices. RunIteration then trains one minibatch:
+//
+//   - one worker thread per device runs that device's task list in order;
+//     before a task computes, its weights are swapped in (prefetched during
+//     the device's previous task by the device's swap thread, or kept
+//     resident when the plan says so);
+//   - every transfer in the plan is performed as a real copy and counted:
+//     activations device to device (PEER), through the host (HOST) or left
+//     in place (LOCAL); stashes to and from the host; data from the loader;
+//     gradients (summed over the task's microbatches, and in vDP over the
+//     devices) and updated BatchNorm statistics to the host;
+//   - the host's update thread runs the CPU optimizer on a backward pack as
+//     soon as its gradients are in, while devices run earlier packs.
+//
+// Exactness: each microbatch's loss is scaled by its share of the minibatch
+// (size / D) and gradients are accumulated over microbatches in order, as a
+// plain LibTorch loop over the same microbatches does. Random numbers
+// (dropout) come from a stream defined per (iteration, first sample of the
+// microbatch, vLayer), seeded from RuntimeOptions::seed, so a forward and
+// its recompute draw the same masks and results do not depend on the
+// schedule. A recompute updates scratch copies of the buffers: BatchNorm
+// statistics are updated once, by the forward.
+//
+// Virtual CPU devices have a hard capacity enforced by the accounting
+// allocator (common/device_memory.h): going over it fails the iteration
+// with ResourceExhausted naming the device, the task and the bytes.
+//
+// Thread-safety: one thread drives a Runtime; it runs its own threads.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_RUNTIME_H_
+#define HARMONY_EXECUTOR_RUNTIME_RUNTIME_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/device_spec.h"
+#include "common/tensor_file.h"
+#include "executor/optim/cpu_optimizer.h"
+#include "proto/plan.pb.h"
+
+namespace harmony::executor {
+
+struct RuntimeOptions {
+  // The devices to train on: virtual CPU devices "cpu:NxSIZE".
+  common::DeviceSpec devices;
+  OptimizerOptions optimizer;
+  // Seeds the dropout stream and, with `shuffle`, the sample order.
+  uint64_t seed = 0;
+  // Minibatches are taken in order, wrapping around; shuffled per epoch
+  // when set.
+  bool shuffle = false;
+  // > 0: host<->device copies share one link of this many bytes per second
+  // per direction (full duplex). Figures made so are labelled emulated.
+  double emulate_host_link = 0;
+  // Refuse devices smaller than the plan's per-device memory (the default).
+  // Off, a run on smaller devices fails with an out-of-memory error if the
+  // plan does not fit them.
+  bool check_device_memory = true;
+  // Record a Chrome trace of the executed iterations.
+  bool trace = false;
+  // Checked at task boundaries; when it returns true the iteration stops
+  // with Cancelled.
+  std::function<bool()> cancelled;
+};
+
+// Bytes moved in one iteration, by kind, as the plan's estimates count them.
+struct SwapCounts {
+  uint64_t weights_in = 0;
+  uint64_t gradients_out = 0;  // With updated buffers.
+  uint64_t activations_in = 0;
+  uint64_t activations_out = 0;
+  uint64_t stash_out = 0;
+  uint64_t stash_in = 0;
+  uint64_t peer = 0;
+  uint64_t data_in = 0;     // forward's arguments from the loader.
+  uint64_t targets_in = 0;  // Targets of a loss applied outside the model.
+
+  uint64_t to_device() const {
+    return weights_in + activations_in + stash_in + data_in + targets_in;
+  }
+  uint64_t to_host() const { return gradients_out + activations_out + stash_out; }
+};
+
+struct IterationMetrics {
+  int64_t iteration = 0;  // From 0.
+  double loss = 0;        // Sum over microbatches of loss * size / D.
+  double seconds = 0;
+  double samples_per_s = 0;
+  SwapCounts bytes;
+  std::vector<uint64_t> device_peak_bytes;
+  // Summed over devices: computing, and waiting for weights and inputs.
+  double compute_s = 0;
+  double swap_wait_s = 0;
+  // The host's CPU optimizer.
+  double optimizer_s = 0;
+  bool emulated_link = false;
+};
+
+class Runtime {
+ public:
+  // Errors before anything runs: NotFound / InvalidArgument for a missing or
+  // corrupt model, FailedPrecondition for a model whose SHA-256 differs from
+  // the plan's, too few or too small devices, a plan this runtime cannot
+  // run; InvalidArgument for a malformed plan.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const proto::Plan& plan,
+                                                         const std::string& model_path,
+                                                         const RuntimeOptions& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The training data. InvalidArgument, with expected and found shapes, when
+  // it does not match the plan's sample input (shapes past dimension 0,
+  // dtypes, number of tensors) or has fewer samples than the minibatch.
+  absl::Status SetData(common::TrainingData data);
+
+  // Trains the next minibatch. On an error (out of memory, a non-finite
+  // loss, a cancellation) every thread is stopped and the error returned;
+  // packs updated before it keep their update, so the caller should treat
+  // the run as failed (the daemon fails the job).
+  absl::StatusOr<IterationMetrics> RunIteration();
+
+  int64_t iterations_done() const;
+
+  // The host's master copy of a parameter or buffer, by qualified name.
+  absl::StatusOr<at::Tensor> HostTensor(const std::string& name) const;
+
+  // Writes the trained weights and buffers into the model and saves it as a
+  // TorchScript file (written atomically).
+  absl::Status SaveModel(const std::string& path);
+
+  // Chrome trace (same layout as the simulator's) of the iterations run so
+  // far with RuntimeOptions::trace.
+  std::string ChromeTrace() const;
+
+  // Host memory the store holds: weights, gradients and optimizer state.
+  uint64_t host_store_bytes() const;
+
+ private:
+  struct Impl;
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The seed of the random stream (dropout) of one vLayer's run on one
+// microbatch (named by its first sample in the minibatch) in one iteration.
+uint64_t DropoutSeed(uint64_t seed, int64_t iteration, int microbatch_offset, int vlayer);
+
+// Metrics as one JSON line (metrics.jsonl).
+std::string MetricsJson(const IterationMetrics& metrics);
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_RUNTIME_H_

@@ -1,0 +1,514 @@
+// The runtime against the plain LibTorch loop (exactness), the plan's byte
+// counts and memory caps, and bad input. Models come from the zoo, are
+// profiled for real, and plans are built by the planner library.
+
+#include "executor/runtime/runtime.h"
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/decomposer.h"
+#include "common/files.h"
+#include "executor/runtime/reference.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/plan/plan_builder.h"
+#include "planner/profile/profiler.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/search.h"
+#include "planner/search/task_graph.h"
+#include "planner/sim/simulator.h"
+#include "zoo/zoo.h"
+
+namespace harmony::executor {
+namespace {
+
+using ::testing::HasSubstr;
+using planner::Config;
+using planner::Mode;
+using planner::Packing;
+using planner::Schedule;
+
+constexpr int kMinibatch = 8;
+constexpr int kIterations = 3;
+
+struct Model {
+  std::string path;
+  common::TrainingData data;
+  proto::ProfileFile profile;
+  std::shared_ptr<const planner::CostModel> cost;
+};
+
+std::string Tmp(const std::string& name) { return testing::TempDir() + "/" + name; }
+
+zoo::ZooOptions Zoo(const std::string& family, double dropout = 0) {
+  zoo::ZooOptions o;
+  o.family = family;
+  o.depth = family == "resnet" ? 1 : 3;
+  o.width = 16;
+  o.heads = 2;
+  o.seq_len = 8;
+  o.vocab = 32;
+  o.image_size = 8;
+  o.input_dim = 8;
+  o.samples = 24;
+  o.dropout = dropout;
+  return o;
+}
+
+// The zoo model, written, profiled once per test binary.
+const Model& GetModel(const std::string& family, double dropout = 0) {
+  static auto* cache = new std::map<std::string, std::unique_ptr<Model>>();
+  const std::string key = absl::StrCat(family, "-", dropout);
+  auto& slot = (*cache)[key];
+  if (slot) return *slot;
+  auto m = std::make_unique<Model>();
+  m->path = Tmp(key + ".pt");
+  const zoo::ZooOptions o = Zoo(family, dropout);
+  EXPECT_TRUE(zoo::WriteZooModelAndData(o, m->path, m->path + ".data").ok());
+  m->data = *common::LoadTrainingData(m->path + ".data");
+  planner::ProfilerOptions p;
+  p.devices.count = 1;
+  p.devices.capacity = 1ull << 30;
+  p.max_microbatch = 8;
+  p.repeats = 1;
+  absl::StatusOr<proto::ProfileFile> profile = planner::ProfileModel(m->path, m->data, p);
+  EXPECT_TRUE(profile.ok()) << profile.status();
+  m->profile = *profile;
+  m->cost = *planner::CostModel::Create(m->profile);
+  slot = std::move(m);
+  return *slot;
+}
+
+// [begin, end) in packs of `size`.
+Packing Chunks(int begin, int end, int size) {
+  Packing out;
+  for (int at = begin; at < end; at += size) out.push_back({at, std::min(end, at + size)});
+  return out;
+}
+
+// A Harmony config: backward packs of `bwd` vLayers, forward packs of `fwd`
+// covering what precedes the last backward pack.
+Config MakeConfig(const Model& m, Mode mode, int devices, int fwd, int bwd, int uf, int ub) {
+  Config c;
+  c.mode = mode;
+  c.num_devices = devices;
+  c.device_memory = 1ull << 30;
+  c.minibatch = kMinibatch;
+  c.forward_microbatch = uf;
+  c.backward_microbatch = ub;
+  const int layers = m.cost->num_layers();
+  c.backward_packs = Chunks(0, layers, bwd);
+  c.forward_packs = Chunks(0, c.backward_packs.back().begin, fwd);
+  return c;
+}
+
+proto::Plan MakePlan(const Model& m, const Config& c) {
+  absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(*m.cost, c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(planner::ValidateTaskGraph(*m.cost, *g).ok());
+  absl::StatusOr<planner::SimResult> sim = planner::Simulate(*m.cost, *g, false);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  return planner::BuildPlan(m.profile, *g, *sim, std::nullopt);
+}
+
+OptimizerOptions Optimizer(const std::string& kind) {
+  OptimizerOptions o;
+  if (kind == "adam") {
+    o.kind = OptimizerKind::kAdam;
+    o.learning_rate = 0.01;
+    o.weight_decay = 0.01;
+  } else {
+    o.kind = OptimizerKind::kSgd;
+    o.learning_rate = 0.05;
+    o.momentum = 0.9;
+    o.weight_decay = 0.001;
+  }
+  return o;
+}
+
+RuntimeOptions Options(int devices, uint64_t capacity, const OptimizerOptions& opt) {
+  RuntimeOptions o;
+  o.devices.count = devices;
+  o.devices.capacity = capacity;
+  o.optimizer = opt;
+  o.seed = 7;
+  return o;
+}
+
+struct TrainingRun {
+  std::unique_ptr<Runtime> runtime;
+  std::vector<double> losses;
+  std::vector<IterationMetrics> metrics;
+};
+
+// Runs the plan; checks every iteration's bytes against the plan's figures.
+TrainingRun RunPlan(const Model& m, const proto::Plan& plan, const RuntimeOptions& options) {
+  TrainingRun r;
+  absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, m.path, options);
+  EXPECT_TRUE(rt.ok()) << rt.status();
+  if (!rt.ok()) return r;
+  r.runtime = *std::move(rt);
+  EXPECT_TRUE(r.runtime->SetData(m.data).ok());
+  const proto::SwapBytes& want = plan.estimates().swap();
+  for (int i = 0; i < kIterations; ++i) {
+    absl::StatusOr<IterationMetrics> it = r.runtime->RunIteration();
+    EXPECT_TRUE(it.ok()) << it.status();
+    if (!it.ok()) return r;
+    r.losses.push_back(it->loss);
+    r.metrics.push_back(*it);
+    EXPECT_EQ(it->bytes.weights_in, want.weights_in());
+    EXPECT_EQ(it->bytes.gradients_out, want.gradients_out());
+    // The plan counts the data with the activations.
+    EXPECT_EQ(it->bytes.activations_in + it->bytes.data_in, want.activations_in())
+        << planner::PlanTasks(plan);
+    EXPECT_EQ(it->bytes.activations_out, want.activations_out());
+    EXPECT_EQ(it->bytes.stash_out, want.stash_out());
+    EXPECT_EQ(it->bytes.stash_in, want.stash_in());
+    if (plan.config().mode() == proto::VPP) {
+      EXPECT_EQ(it->bytes.peer, want.peer());
+    }
+    for (uint64_t peak : it->device_peak_bytes) {
+      EXPECT_LE(peak, options.devices.capacity);
+      EXPECT_GT(peak, 0u);
+    }
+  }
+  return r;
+}
+
+// max |a - b| / max(max |b|, 1e-30); 0 when bit-identical.
+double RelativeDifference(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-30);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+// Every parameter (and, with `buffers`, buffer) of the reference model
+// against the runtime's master copy: bit-identical when `tolerance` is 0.
+void ExpectSameWeights(const Runtime& rt, const torch::jit::Module& reference, double tolerance,
+                       bool buffers) {
+  int checked = 0;
+  for (const auto& p : reference.named_parameters()) {
+    absl::StatusOr<at::Tensor> got = rt.HostTensor(p.name);
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (tolerance == 0) {
+      EXPECT_TRUE(at::equal(*got, p.value)) << p.name << " differs by "
+                                            << RelativeDifference(*got, p.value);
+    } else {
+      EXPECT_LE(RelativeDifference(*got, p.value), tolerance) << p.name;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  if (!buffers) return;
+  for (const auto& b : reference.named_buffers()) {
+    absl::StatusOr<at::Tensor> got = rt.HostTensor(b.name);
+    if (!got.ok()) continue;  // A buffer no vLayer reads.
+    if (!at::isFloatingType(b.value.scalar_type())) {
+      EXPECT_TRUE(at::equal(*got, b.value)) << b.name;
+    } else if (tolerance == 0) {
+      EXPECT_TRUE(at::equal(*got, b.value)) << b.name;
+    } else {
+      EXPECT_LE(RelativeDifference(*got, b.value), tolerance) << b.name;
+    }
+  }
+}
+
+void ExpectSameLosses(const std::vector<double>& got, const std::vector<double>& want,
+                      double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (tolerance == 0) {
+      EXPECT_EQ(got[i], want[i]) << "iteration " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], tolerance * std::abs(want[i])) << "iteration " << i;
+    }
+  }
+}
+
+struct Case {
+  std::string family;
+  Mode mode;
+  int devices;
+  std::string optimizer;
+  int fwd, bwd;  // Pack sizes.
+};
+
+std::string CaseName(const testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return absl::StrCat(c.family, "_", c.mode == Mode::kVpp ? "vPP" : "vDP", "_", c.devices,
+                      "dev_", c.optimizer, "_f", c.fwd, "b", c.bwd);
+}
+
+class ExactnessTest : public testing::TestWithParam<Case> {};
+
+// The central test: per-iteration losses and final weights equal the plain
+// loop's. Bit-identical in vPP and on one device (every sum in the same
+// order); within 1e-6 relative in vDP on several devices, where gradients
+// are summed per device and then across devices (a different order).
+TEST_P(ExactnessTest, LossesAndWeightsEqualThePlainLoop) {
+  const Case& c = GetParam();
+  const Model& m = GetModel(c.family);
+  const proto::Plan plan = MakePlan(m, MakeConfig(m, c.mode, c.devices, c.fwd, c.bwd, 2, 2));
+  TrainingRun run = RunPlan(m, plan, Options(c.devices, 1ull << 30, Optimizer(c.optimizer)));
+  ASSERT_EQ(run.losses.size(), static_cast<size_t>(kIterations));
+
+  torch::jit::Module reference = torch::jit::load(m.path);
+  reference.train();
+  ReferenceOptions ro;
+  ro.optimizer = Optimizer(c.optimizer);
+  ro.iterations = kIterations;
+  absl::StatusOr<std::vector<double>> losses = TrainReferenceForPlan(plan, reference, m.data, ro);
+  ASSERT_TRUE(losses.ok()) << losses.status();
+  const bool same_order = c.mode == Mode::kVpp || c.devices == 1;
+  const double tolerance = same_order ? 0 : 1e-6;
+  ExpectSameLosses(run.losses, *losses, tolerance);
+  // vDP keeps device 0's BatchNorm statistics: buffers only match in vPP.
+  ExpectSameWeights(*run.runtime, reference, tolerance, same_order);
+  // Training moved the weights.
+  EXPECT_NE(run.losses.front(), run.losses.back());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, ExactnessTest,
+    testing::Values(Case{"mlp", Mode::kVpp, 1, "sgd", 1, 2}, Case{"mlp", Mode::kVpp, 2, "adam", 2, 1},
+                    Case{"mlp", Mode::kVpp, 4, "sgd", 1, 1}, Case{"mlp", Mode::kVdp, 2, "sgd", 2, 2},
+                    Case{"mlp", Mode::kVdp, 4, "adam", 1, 2}, Case{"gpt", Mode::kVpp, 1, "adam", 2, 3},
+                    Case{"gpt", Mode::kVpp, 2, "sgd", 2, 1}, Case{"gpt", Mode::kVpp, 4, "adam", 1, 2},
+                    Case{"gpt", Mode::kVdp, 2, "adam", 2, 2}, Case{"bert", Mode::kVpp, 2, "sgd", 1, 2},
+                    Case{"bert", Mode::kVpp, 4, "adam", 2, 1}, Case{"bert", Mode::kVdp, 4, "sgd", 2, 3},
+                    Case{"resnet", Mode::kVpp, 2, "sgd", 1, 2},
+                    Case{"resnet", Mode::kVpp, 4, "adam", 2, 1},
+                    Case{"resnet", Mode::kVdp, 2, "sgd", 1, 1}),
+    CaseName);
+
+// Against torch::optim itself: the fused optimizer rounds differently from
+// torch's separate passes, so weights agree within 1e-6, losses likewise.
+TEST(RuntimeTest, MatchesTorchOptimWithin1e6) {
+  for (const std::string opt : {"sgd", "adam"}) {
+    const Model& m = GetModel("gpt");
+    const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 2, 2, 2, 2));
+    TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer(opt)));
+    torch::jit::Module reference = torch::jit::load(m.path);
+    reference.train();
+    ReferenceOptions ro;
+    ro.optimizer = Optimizer(opt);
+    ro.harmony_optimizer = false;
+    ro.iterations = kIterations;
+    absl::StatusOr<std::vector<double>> losses =
+        TrainReferenceForPlan(plan, reference, m.data, ro);
+    ASSERT_TRUE(losses.ok()) << losses.status();
+    ExpectSameLosses(run.losses, *losses, 1e-6);
+    ExpectSameWeights(*run.runtime, reference, 1e-6, false);
+  }
+}
+
+// Forward microbatches larger than backward ones: activations regroup
+// through the host, and the recompute sees rows computed at another batch
+// size (matrix kernels may round differently), so within 1e-6.
+TEST(RuntimeTest, LargerForwardMicrobatches) {
+  const Model& m = GetModel("mlp");  // Neither dropout nor batch statistics.
+  for (Mode mode : {Mode::kVpp, Mode::kVdp}) {
+    const proto::Plan plan = MakePlan(m, MakeConfig(m, mode, 2, 2, 2, 4, 1));
+    TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
+    torch::jit::Module reference = torch::jit::load(m.path);
+    reference.train();
+    ReferenceOptions ro;
+    ro.optimizer = Optimizer("sgd");
+    ro.iterations = kIterations;
+    absl::StatusOr<std::vector<double>> losses =
+        TrainReferenceForPlan(plan, reference, m.data, ro);
+    ASSERT_TRUE(losses.ok()) << losses.status();
+    ExpectSameLosses(run.losses, *losses, 1e-6);
+    ExpectSameWeights(*run.runtime, reference, 1e-6, false);
+  }
+}
+
+// With dropout, the random stream is defined per (iteration, microbatch,
+// vLayer): every mode and device count gives the losses and weights of the
+// reference running the same vLayers in plain order with that seeding.
+TEST(RuntimeTest, DropoutIsReplayedAndIndependentOfTheSchedule) {
+  const Model& m = GetModel("gpt", 0.2);
+  std::vector<std::vector<double>> all;
+  for (auto [mode, devices] : std::vector<std::pair<Mode, int>>{
+           {Mode::kVpp, 1}, {Mode::kVpp, 2}, {Mode::kVpp, 4}, {Mode::kVdp, 2}}) {
+    const proto::Plan plan = MakePlan(m, MakeConfig(m, mode, devices, 2, 2, 2, 2));
+    TrainingRun run = RunPlan(m, plan, Options(devices, 1ull << 30, Optimizer("adam")));
+    torch::jit::Module reference = torch::jit::load(m.path);
+    reference.train();
+    ReferenceOptions ro;
+    ro.optimizer = Optimizer("adam");
+    ro.iterations = kIterations;
+    ro.vlayer_dropout = true;
+    ro.seed = 7;
+    absl::StatusOr<std::vector<double>> losses =
+        TrainReferenceForPlan(plan, reference, m.data, ro);
+    ASSERT_TRUE(losses.ok()) << losses.status();
+    const double tolerance = mode == Mode::kVpp ? 0 : 1e-6;
+    ExpectSameLosses(run.losses, *losses, tolerance);
+    ExpectSameWeights(*run.runtime, reference, tolerance, false);
+    all.push_back(run.losses);
+  }
+  for (const auto& losses : all) ExpectSameLosses(losses, all.front(), 1e-6);
+  // The masks are really drawn: without dropout the losses differ.
+  const Model& plain = GetModel("gpt");
+  const proto::Plan plan = MakePlan(plain, MakeConfig(plain, Mode::kVpp, 2, 2, 2, 2, 2));
+  TrainingRun run = RunPlan(plain, plan, Options(2, 1ull << 30, Optimizer("adam")));
+  EXPECT_NE(run.losses.front(), all.front().front());
+}
+
+// The baselines run on the same runtime and train the same way.
+TEST(RuntimeTest, BaselineSchedulesTrainTheSame) {
+  for (const std::string family : {"gpt", "resnet"}) {
+    const Model& m = GetModel(family);
+    for (Schedule s : {Schedule::kOndemand, Schedule::kGpipe, Schedule::kDpSwap}) {
+      planner::SearchOptions so;
+      so.num_devices = 2;
+      so.device_memory = 1ull << 30;
+      so.minibatch = kMinibatch;
+      so.schedule = s;
+      absl::StatusOr<planner::SearchResult> r = planner::PlanBaseline(*m.cost, so, 2);
+      ASSERT_TRUE(r.ok()) << r.status();
+      const proto::Plan plan = planner::BuildPlan(m.profile, r->graph, r->sim, std::nullopt);
+      TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
+      torch::jit::Module reference = torch::jit::load(m.path);
+      reference.train();
+      ReferenceOptions ro;
+      ro.optimizer = Optimizer("sgd");
+      ro.iterations = kIterations;
+      absl::StatusOr<std::vector<double>> losses =
+          TrainReferenceForPlan(plan, reference, m.data, ro);
+      ASSERT_TRUE(losses.ok()) << losses.status();
+      SCOPED_TRACE(absl::StrCat(family, " ", planner::ScheduleName(s)));
+      ExpectSameLosses(run.losses, *losses, 1e-6);
+      ExpectSameWeights(*run.runtime, reference, 1e-6, false);
+    }
+  }
+}
+
+// A searched plan under a cap that forces swapping: the measured peak stays
+// under the cap; a quarter of the cap gives the out-of-memory error.
+TEST(RuntimeTest, PeaksStayUnderTheCapAndTooLittleMemoryIsAnError) {
+  const Model& m = GetModel("gpt");
+  const uint64_t total = m.cost->WeightBytes(0, m.cost->num_layers()) * 4;
+  const uint64_t cap = total / 2;
+  planner::SearchOptions so;
+  so.num_devices = 2;
+  so.device_memory = cap;
+  so.minibatch = kMinibatch;
+  absl::StatusOr<planner::SearchResult> r = planner::SearchSchedule(*m.cost, so);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const proto::Plan plan = planner::BuildPlan(m.profile, r->graph, r->sim, std::nullopt);
+  TrainingRun run = RunPlan(m, plan, Options(2, cap, Optimizer("sgd")));
+  ASSERT_EQ(run.metrics.size(), static_cast<size_t>(kIterations));
+  EXPECT_GT(run.metrics.back().bytes.weights_in, 0u);
+
+  RuntimeOptions small = Options(2, cap / 16, Optimizer("sgd"));
+  EXPECT_EQ(Runtime::Create(plan, m.path, small).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  small.check_device_memory = false;
+  absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, m.path, small);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  ASSERT_TRUE((*rt)->SetData(m.data).ok());
+  absl::StatusOr<IterationMetrics> it = (*rt)->RunIteration();
+  EXPECT_EQ(it.status().code(), absl::StatusCode::kResourceExhausted) << it.status();
+  EXPECT_THAT(std::string(it.status().message()), HasSubstr("out of memory on device cpu:"));
+  EXPECT_THAT(std::string(it.status().message()), HasSubstr("task "));
+  // The runtime can still report, and a second attempt fails the same way.
+  EXPECT_EQ((*rt)->RunIteration().status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(RuntimeTest, BadInputIsRefusedBeforeTraining) {
+  const Model& m = GetModel("mlp");
+  const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));
+  const RuntimeOptions ok = Options(2, 1ull << 30, Optimizer("sgd"));
+
+  // Another model (or a corrupt file): its hash differs from the plan's.
+  const std::string other = Tmp("other.pt");
+  ASSERT_TRUE(common::WriteFileAtomically(other, "not a model").ok());
+  absl::Status s = Runtime::Create(plan, other, ok).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not the one the plan was made for"));
+  EXPECT_FALSE(Runtime::Create(plan, Tmp("missing.pt"), ok).ok());
+
+  // Too few devices.
+  s = Runtime::Create(plan, m.path, Options(1, 1ull << 30, Optimizer("sgd"))).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("needs 2 devices"));
+
+  // Data of the wrong shape.
+  absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, m.path, ok);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  common::TrainingData bad = m.data;
+  bad.inputs[0] = at::zeros({24, 5});
+  s = (*rt)->SetData(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("[24, 5]"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("[N, 8]"));
+  EXPECT_EQ((*rt)->RunIteration().status().code(), absl::StatusCode::kFailedPrecondition);
+  // The right data still works afterwards.
+  ASSERT_TRUE((*rt)->SetData(m.data).ok());
+  EXPECT_TRUE((*rt)->RunIteration().ok());
+}
+
+TEST(RuntimeTest, SavedModelLoadsWithTheTrainedWeights) {
+  const Model& m = GetModel("bert");
+  const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 2, 2, 2, 2));
+  RuntimeOptions o = Options(2, 1ull << 30, Optimizer("adam"));
+  o.trace = true;
+  TrainingRun run = RunPlan(m, plan, o);
+  const std::string out = Tmp("trained.pt");
+  ASSERT_TRUE(run.runtime->SaveModel(out).ok());
+  torch::jit::Module trained = torch::jit::load(out);
+  int checked = 0;
+  for (const auto& p : trained.named_parameters()) {
+    EXPECT_TRUE(at::equal(p.value, *run.runtime->HostTensor(p.name))) << p.name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  torch::jit::Module original = torch::jit::load(m.path);
+  const std::string first = (*trained.named_parameters().begin()).name;
+  EXPECT_FALSE(at::equal(*common::ResolveTensor(original, first),
+                         *common::ResolveTensor(trained, first)));
+  const std::string trace = run.runtime->ChromeTrace();
+  EXPECT_THAT(trace, HasSubstr("\"traceEvents\""));
+  EXPECT_THAT(trace, HasSubstr("forward+loss+backward"));
+  EXPECT_THAT(trace, HasSubstr("update "));
+  EXPECT_THAT(MetricsJson(run.metrics[0]), HasSubstr("\"weights_in\""));
+}
+
+TEST(RuntimeTest, EmulatedHostLinkIsSlowerAndLabelled) {
+  const Model& m = GetModel("mlp");
+  const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));
+  RuntimeOptions o = Options(2, 1ull << 30, Optimizer("sgd"));
+  TrainingRun fast = RunPlan(m, plan, o);
+  const uint64_t moved = fast.metrics[0].bytes.to_device() + fast.metrics[0].bytes.to_host();
+  // A link that needs at least 0.2 s for the iteration's traffic.
+  o.emulate_host_link = static_cast<double>(moved) / 0.4;
+  TrainingRun slow = RunPlan(m, plan, o);
+  EXPECT_TRUE(slow.metrics[0].emulated_link);
+  EXPECT_FALSE(fast.metrics[0].emulated_link);
+  EXPECT_GE(slow.metrics[1].seconds, 0.2);
+  ExpectSameLosses(slow.losses, fast.losses, 0);
+}
+
+TEST(RuntimeTest, CancelStopsAtATaskBoundary) {
+  const Model& m = GetModel("mlp");
+  const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));
+  RuntimeOptions o = Options(2, 1ull << 30, Optimizer("sgd"));
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  o.cancelled = [calls] { return ++*calls > 3; };
+  absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, m.path, o);
+  ASSERT_TRUE(rt.ok());
+  ASSERT_TRUE((*rt)->SetData(m.data).ok());
+  EXPECT_EQ((*rt)->RunIteration().status().code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace harmony::executor
