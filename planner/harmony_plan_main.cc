@@ -300,7 +300,7 @@ int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", packs_text, host_link_text;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0;
-  double tolerance = 0.05;
+  double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd";
   po::options_description flags(
       "Usage: harmony-plan MODEL.pt --gpus N --device-memory SIZE --minibatch D\n"
@@ -329,6 +329,9 @@ int Plan(const std::vector<std::string>& args) {
       ("microbatch", po::value(&microbatch)->default_value(0),
        "pin the microbatch size (forward and backward); 0 searches")
       ("packs", po::value(&packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
+      ("memory-reserve", po::value(&reserve)->default_value(0.1),
+       "fraction of each device's memory the plan leaves free for what the "
+       "profile does not see (allocator slack, runtime buffers)")
       ("time-tolerance", po::value(&tolerance)->default_value(0.05),
        "simulated times within this fraction of the fastest count as equal; "
        "among them the plan moving fewer bytes wins")
@@ -403,7 +406,11 @@ int Plan(const std::vector<std::string>& args) {
 
   harmony::planner::SearchOptions options;
   options.num_devices = gpus;
-  options.device_memory = *memory;
+  if (!(reserve >= 0 && reserve < 0.9)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--memory-reserve ", reserve, ": expected a fraction in [0, 0.9)")));
+  }
+  options.device_memory = static_cast<uint64_t>(static_cast<double>(*memory) * (1 - reserve));
   options.minibatch = minibatch;
   options.microbatch = microbatch;
   options.time_tolerance = tolerance;
@@ -446,6 +453,8 @@ int Plan(const std::vector<std::string>& args) {
   }
   const double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start).count();
+  // The plan is for devices of the full size; the search kept the reserve.
+  result.graph.config.device_memory = *memory;
   absl::Status valid = harmony::planner::ValidateTaskGraph(**cost, result.graph);
   if (!valid.ok()) return Fail(absl::InternalError(absl::StrCat("bug: ", valid.message())));
   // The on-demand baseline at the same microbatch size, for comparison.

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sets up and runs Harmony's main job on the embedded default (CPU only).
 #
-# Today: builds the tools, writes a zoo GPT model and its data, trains it a
-# few steps with the plain LibTorch loop, splits it into vLayers and profiles
-# them on two virtual 256 MiB devices, and plans its schedule for two 2 MiB
-# devices. As harmony-exec and harmony-ctl land, this grows into
-# plan -> daemon -> submit -> watch.
+# Builds the tools, writes a zoo GPT model and its data, trains it a few
+# steps with the plain LibTorch loop, splits it into vLayers and profiles
+# them on two virtual 256 MiB devices, plans its schedule for two 2 MiB
+# devices, and trains it with that plan on two virtual 2 MiB devices
+# (harmony-exec run), swapping as planned. With harmony-ctl (issue 6) this
+# grows into plan -> daemon -> submit -> watch.
 #
 #   scripts/demo.sh [--out DIR]     (default DIR: ./demo-out)
 set -euo pipefail
@@ -16,7 +17,8 @@ mkdir -p "$out"
 
 scripts/setup.sh
 echo "demo: building (the first build takes about 5 minutes on 2 cores)"
-bazel build //zoo:harmony-zoo //zoo:harmony-train-reference //planner:harmony-plan
+bazel build //zoo:harmony-zoo //zoo:harmony-train-reference //planner:harmony-plan \
+  //executor:harmony-exec
 
 echo
 echo "demo: 1. write a GPT model (4 blocks) and 64 samples of token data"
@@ -43,6 +45,13 @@ bazel-bin/planner/harmony-plan "$out/gpt.pt" --profile "$out/gpt.profile.json" \
   --gpus 2 --device-memory 2MiB --minibatch 32 -o "$out/gpt.plan.pb" \
   --json "$out/gpt.plan.json" --trace "$out/gpt.trace.json"
 bazel-bin/planner/harmony-plan inspect "$out/gpt.plan.pb" --tasks | head -20
+
+echo
+echo "demo: 6. train it with the plan on 2 virtual devices of 2 MiB (AdamW, 10 iterations)"
+bazel-bin/executor/harmony-exec run "$out/gpt.plan.pb" --model "$out/gpt.pt" \
+  --data "$out/gpt_data.pt" --iterations 10 --devices cpu:2x2MiB --optimizer adamw \
+  --lr 0.003 --out "$out/gpt_harmony.pt" --metrics "$out/gpt.metrics.jsonl" \
+  --trace "$out/gpt.exec_trace.json"
 
 echo
 echo "demo: done; files in $out/"

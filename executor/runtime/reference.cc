@@ -9,6 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/optim.h>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,9 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
         }
         output = outs[count - 1].at(0).toTensor();
       } else {
+        // As the vLayers run: without the JIT's graph optimisations, which
+        // may fuse or reorder arithmetic.
+        torch::jit::GraphOptimizerEnabledGuard unoptimised(false);
         HARMONY_ASSIGN_OR_RETURN(c10::IValue out, CallTorch("reference forward", [&] {
           return model.forward(args);
         }));

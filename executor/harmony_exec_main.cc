@@ -1,0 +1,212 @@
+// harmony-exec: runs plans. `harmony-exec run` trains one plan here and now
+// (tests, benchmarks, a first try); the daemon comes with issue 6.
+
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/device_spec.h"
+#include "common/files.h"
+#include "common/plan_file.h"
+#include "common/tensor_file.h"
+#include "common/units.h"
+#include "executor/optim/cpu_optimizer.h"
+#include "executor/runtime/runtime.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+using harmony::common::FormatBytes;
+
+constexpr char kUsage[] =
+    "Usage: harmony-exec run PLAN --model M --data D --iterations K --devices cpu:NxSIZE [flags]\n"
+    "\n"
+    "Commands:\n"
+    "  run    train a plan from harmony-plan on local devices and exit\n"
+    "\n"
+    "`harmony-exec run --help` lists the flags.\n";
+
+int Fail(const absl::Status& status) {
+  std::cerr << "harmony-exec: " << status.message() << "\n";
+  return 1;
+}
+
+// "1.2 MiB" of `part`, or "0 B".
+std::string Share(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%.0f%%", 100 * part / whole) : "-";
+}
+
+int Run(const std::vector<std::string>& args) {
+  std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
+      trace_path, link_text;
+  int iterations = 0;
+  double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  uint64_t seed = 0;
+  po::options_description flags(
+      "Usage: harmony-exec run PLAN --model M --data D --iterations K --devices cpu:NxSIZE\n\n"
+      "Trains the model with the plan: weights, gradients and activations are\n"
+      "swapped between host and devices as the plan says, the CPU optimizer\n"
+      "updates each pack as soon as its gradients are in.\n\nFlags");
+  // clang-format off
+  flags.add_options()
+      ("help,h", "show this help")
+      ("model", po::value(&model), "the TorchScript model the plan was made for (required)")
+      ("data", po::value(&data),
+       "torch.save file: {\"inputs\": ..., \"targets\": ...} or a tensor tuple (required)")
+      ("iterations", po::value(&iterations), "minibatches to train (required)")
+      ("devices", po::value(&devices_text), "devices, e.g. cpu:2x256MiB (required)")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | adam | adamw")
+      ("lr", po::value(&lr)->default_value(lr), "learning rate")
+      ("momentum", po::value(&momentum)->default_value(momentum), "SGD momentum")
+      ("weight-decay", po::value(&weight_decay)->default_value(weight_decay),
+       "L2 (sgd, adam) or decoupled (adamw) weight decay")
+      ("beta1", po::value(&beta1)->default_value(beta1), "Adam beta1")
+      ("beta2", po::value(&beta2)->default_value(beta2), "Adam beta2")
+      ("eps", po::value(&eps)->default_value(eps), "Adam epsilon")
+      ("seed", po::value(&seed)->default_value(0), "seed of the dropout stream and shuffling")
+      ("shuffle", "shuffle the samples every epoch (default: in order)")
+      ("out", po::value(&out), "write the trained model here (TorchScript)")
+      ("metrics", po::value(&metrics_path), "write per-iteration metrics here (JSON lines)")
+      ("trace", po::value(&trace_path), "write a Chrome trace of the iterations here")
+      ("emulate-host-link", po::value(&link_text),
+       "share one host link of this bandwidth among the devices, e.g. 200MB/s "
+       "(figures are labelled emulated)")
+      ("ignore-memory-check",
+       "run even on devices smaller than the plan's (may run out of memory)");
+  // clang-format on
+  po::options_description all;
+  all.add(flags);
+  all.add_options()("plan", po::value(&plan_path));
+  po::positional_options_description positional;
+  positional.add("plan", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "harmony-exec: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << flags;
+    return 0;
+  }
+  if (plan_path.empty() || model.empty() || data.empty() || iterations < 1 ||
+      devices_text.empty()) {
+    std::cerr << "harmony-exec: run needs PLAN, --model, --data, --iterations (>= 1) and "
+                 "--devices (see --help)\n";
+    return 2;
+  }
+  auto plan = harmony::common::ReadPlanFile(plan_path);
+  if (!plan.ok()) return Fail(plan.status());
+  auto devices = harmony::common::ParseDeviceSpec(devices_text);
+  if (!devices.ok()) return Fail(devices.status());
+  auto kind = harmony::executor::ParseOptimizerKind(optimizer);
+  if (!kind.ok()) return Fail(kind.status());
+
+  harmony::executor::RuntimeOptions options;
+  options.devices = *devices;
+  options.optimizer.kind = *kind;
+  options.optimizer.learning_rate = lr;
+  options.optimizer.momentum = momentum;
+  options.optimizer.weight_decay = weight_decay;
+  options.optimizer.beta1 = beta1;
+  options.optimizer.beta2 = beta2;
+  options.optimizer.epsilon = eps;
+  options.seed = seed;
+  options.shuffle = vm.count("shuffle") > 0;
+  options.check_device_memory = vm.count("ignore-memory-check") == 0;
+  options.trace = !trace_path.empty();
+  if (!link_text.empty()) {
+    auto bw = harmony::common::ParseBandwidth(link_text);
+    if (!bw.ok()) return Fail(bw.status());
+    options.emulate_host_link = *bw;
+  }
+  auto runtime = harmony::executor::Runtime::Create(*plan, model, options);
+  if (!runtime.ok()) return Fail(runtime.status());
+  auto training = harmony::common::LoadTrainingData(data);
+  if (!training.ok()) return Fail(training.status());
+  if (absl::Status s = (*runtime)->SetData(*std::move(training)); !s.ok()) return Fail(s);
+
+  const auto& config = plan->config();
+  const auto& est = plan->estimates();
+  const std::string emulated =
+      options.emulate_host_link > 0
+          ? absl::StrCat(", host link emulated at ",
+                         harmony::common::FormatBandwidth(options.emulate_host_link))
+          : "";
+  std::cout << "training " << model << " with " << plan_path << ": "
+            << (config.mode() == harmony::proto::VDP ? "vDP" : "vPP") << ", "
+            << config.num_devices() << " of " << devices->ToString() << ", minibatch "
+            << config.minibatch() << ", microbatch " << config.forward_microbatch() << "/"
+            << config.backward_microbatch() << ", " << optimizer << emulated << "\n"
+            << "host store: " << FormatBytes((*runtime)->host_store_bytes())
+            << "; the plan expects per iteration "
+            << FormatBytes(est.swap().weights_in() + est.swap().activations_in() +
+                           est.swap().stash_in())
+            << " to the devices and "
+            << FormatBytes(est.swap().gradients_out() + est.swap().activations_out() +
+                           est.swap().stash_out())
+            << " back\n";
+  std::ofstream metrics;
+  if (!metrics_path.empty()) {
+    metrics.open(metrics_path);
+    if (!metrics) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", metrics_path)));
+  }
+  double seconds = 0;
+  for (int i = 0; i < iterations; ++i) {
+    auto m = (*runtime)->RunIteration();
+    if (!m.ok()) {
+      return Fail(absl::Status(m.status().code(),
+                               absl::StrCat("iteration ", i + 1, ": ", m.status().message())));
+    }
+    seconds += m->seconds;
+    uint64_t peak = 0;
+    for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);
+    const double busy = m->compute_s + m->swap_wait_s;
+    std::cout << absl::StrFormat(
+        "iter %*d/%d  loss %.4f  %7.1f samples/s%s  to devices %s  to host %s  peak %s of %s"
+        "  compute %s wait %s  optimizer %s\n",
+        static_cast<int>(std::to_string(iterations).size()), i + 1, iterations, m->loss,
+        m->samples_per_s, m->emulated_link ? " (emulated link)" : "",
+        FormatBytes(m->bytes.to_device()), FormatBytes(m->bytes.to_host()), FormatBytes(peak),
+        FormatBytes(options.devices.capacity), Share(m->compute_s, busy),
+        Share(m->swap_wait_s, busy),
+        harmony::common::FormatTimeSpan(absl::Seconds(m->optimizer_s)));
+    if (metrics.is_open()) metrics << harmony::executor::MetricsJson(*m) << "\n" << std::flush;
+  }
+  std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations, seconds);
+  if (!out.empty()) {
+    if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);
+    std::cout << "wrote the trained model to " << out << "\n";
+  }
+  if (!trace_path.empty()) {
+    absl::Status s =
+        harmony::common::WriteFileAtomically(trace_path, (*runtime)->ChromeTrace());
+    if (!s.ok()) return Fail(s);
+    std::cout << "wrote the trace to " << trace_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "run") return Run(args);
+  std::cerr << "harmony-exec: unknown command \"" << command << "\"\n" << kUsage;
+  return 2;
+}
