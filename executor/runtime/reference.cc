@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -78,18 +79,24 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
 
   // Per vLayer: its parameters and buffers, and the optimizer.
   const int count = dec->num_vlayers();
-  std::vector<std::vector<at::Tensor>> params(count), buffers(count);
+  // A parameter several vLayers read is stepped with the first (as the
+  // runtime's host store owns it there).
+  std::vector<std::vector<at::Tensor>> params(count), owned(count), buffers(count);
   std::vector<at::Tensor> all;
+  std::set<std::string> seen;
   std::vector<std::unique_ptr<CpuOptimizer>> harmony(count);
   for (int k = 0; k < count; ++k) {
     const common::VLayerInfo& info = dec->vlayers()[k];
     HARMONY_ASSIGN_OR_RETURN(params[k], common::ResolveTensors(model, info.parameters));
     HARMONY_ASSIGN_OR_RETURN(buffers[k], common::ResolveTensors(model, info.buffers));
     size_t elements = 0;
-    for (at::Tensor& p : params[k]) {
+    for (size_t j = 0; j < params[k].size(); ++j) {
+      at::Tensor& p = params[k][j];
       p.requires_grad_(true);
+      if (!seen.insert(info.parameters[j]).second) continue;
       elements += static_cast<size_t>(p.numel());
       all.push_back(p);
+      owned[k].push_back(p);
     }
     HARMONY_ASSIGN_OR_RETURN(harmony[k], CpuOptimizer::Create(options.optimizer, elements));
   }
@@ -153,9 +160,9 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
       continue;
     }
     for (int k = 0; k < count; ++k) {
-      if (params[k].empty()) continue;
+      if (owned[k].empty()) continue;
       std::vector<at::Tensor> ps, gs;
-      for (const at::Tensor& p : params[k]) {
+      for (const at::Tensor& p : owned[k]) {
         ps.push_back(p.detach().reshape({-1}));
         gs.push_back(p.grad().defined() ? p.grad().reshape({-1}) : at::zeros({p.numel()}));
       }
@@ -163,7 +170,7 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
       at::Tensor flat_g = at::cat(gs).contiguous();
       harmony[k]->Step(flat_p.data_ptr<float>(), flat_g.data_ptr<float>());
       int64_t at = 0;
-      for (const at::Tensor& p : params[k]) {
+      for (const at::Tensor& p : owned[k]) {
         p.detach().copy_(flat_p.narrow(0, at, p.numel()).view(p.sizes()));
         at += p.numel();
       }

@@ -88,9 +88,16 @@ struct TraceEvent {
 // The host's copy of one vLayer: master weights (parameters as views into
 // one flat fp32 buffer, as the CPU optimizer wants them), gradients, buffers
 // and optimizer state.
+//
+// A parameter read by several vLayers (tied or shared weights) is owned by
+// the first; the others read the owner's master copy and get their own
+// gradient slot, added into the owner's before the owner's update.
 struct HostLayer {
-  at::Tensor flat_params, flat_grads;
+  at::Tensor flat_params, flat_grads;  // Owned parameters only.
   std::vector<at::Tensor> params, grads;
+  // (vLayer, index in it, index here) of every later reader of a parameter
+  // this vLayer owns.
+  std::vector<std::tuple<int, int, int>> borrowers;
   std::mutex mu;                     // Guards `buffers` and `grads_in`.
   std::vector<at::Tensor> buffers;   // Replaced, never written in place.
   bool grads_in = false;             // Some gradients arrived this iteration.
@@ -128,6 +135,8 @@ struct Runtime::Impl {
   bool takes_targets = false;
   std::vector<std::unique_ptr<HostLayer>> host;
   std::vector<Device> devices;
+  // Tasks each update waits for.
+  std::map<int, std::vector<int>> update_deps;
   // last_reader[k][i]: the last vLayer reading output i of vLayer k.
   std::vector<std::map<int, int>> last_reader;
   // batched[k][i]: output i of vLayer k has the microbatch as dimension 0.
@@ -832,7 +841,7 @@ struct Runtime::Impl {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] {
           if (!error.ok()) return true;
-          for (int dep : t.depends_on) {
+          for (int dep : update_deps.at(t.id)) {
             if (!done[dep]) return false;
           }
           return true;
@@ -844,6 +853,15 @@ struct Runtime::Impl {
         HostLayer& h = *host[k];
         std::lock_guard<std::mutex> lock(h.mu);
         if (!h.grads_in) h.flat_grads.zero_();
+        for (const auto& [b, j, jj] : h.borrowers) {
+          HostLayer& reader = *host[b];
+          if (b == k) {
+            h.grads[jj].add_(h.grads[j]);
+            continue;
+          }
+          std::lock_guard<std::mutex> reader_lock(reader.mu);
+          h.grads[jj].add_(reader.grads[j]);
+        }
         if (h.optimizer->elements() > 0) {
           h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
         }
@@ -994,23 +1012,26 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   }
 
   // The host store.
-  std::map<std::string, int> owner;
+  std::map<std::string, std::pair<int, int>> owner;  // Name -> (vLayer, index).
   for (int k = 0; k < impl->dec->num_vlayers(); ++k) {
     const common::VLayerInfo& info = impl->dec->vlayers()[k];
     auto h = std::make_unique<HostLayer>();
     int64_t elements = 0;
     HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> params,
                              common::ResolveTensors(impl->model, info.parameters));
+    std::vector<bool> owned(params.size(), true);
     for (size_t j = 0; j < params.size(); ++j) {
-      if (auto [it, fresh] = owner.emplace(info.parameters[j], k); !fresh) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "parameter ", info.parameters[j], " is used by vLayers ", it->second, " and ", k,
-            ": shared (tied) weights are not supported yet"));
-      }
       if (params[j].scalar_type() != at::kFloat) {
         return absl::FailedPreconditionError(absl::StrCat(
             "parameter ", info.parameters[j], " is ", params[j].scalar_type(),
             "; the runtime trains float32 parameters"));
+      }
+      auto [it, fresh] = owner.emplace(info.parameters[j], std::make_pair(k, static_cast<int>(j)));
+      if (!fresh) {
+        owned[j] = false;
+        impl->host[it->second.first]->borrowers.emplace_back(k, static_cast<int>(j),
+                                                             it->second.second);
+        continue;
       }
       elements += params[j].numel();
     }
@@ -1018,7 +1039,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
       h->flat_params = at::empty({elements}, at::kFloat);
       h->flat_grads = at::zeros({elements}, at::kFloat);
       int64_t at = 0;
-      for (const at::Tensor& p : params) {
+      for (size_t j = 0; j < params.size(); ++j) {
+        const at::Tensor& p = params[j];
+        if (!owned[j]) {
+          const auto& [ok, oj] = owner.at(info.parameters[j]);
+          h->params.push_back(impl->host[ok]->params[oj]);
+          h->grads.push_back(at::zeros_like(p));
+          continue;
+        }
         at::Tensor view = h->flat_params.narrow(0, at, p.numel()).view(p.sizes());
         view.copy_(p.detach());
         h->params.push_back(view);
@@ -1032,6 +1060,23 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     HARMONY_ASSIGN_OR_RETURN(h->optimizer,
                              CpuOptimizer::Create(options.optimizer, static_cast<size_t>(elements)));
     impl->host.push_back(std::move(h));
+  }
+  // An update also waits for the backward tasks of its shared parameters'
+  // later readers.
+  for (const Task& t : impl->graph.tasks) {
+    if (t.kind != TaskKind::kUpdate) continue;
+    std::vector<int>& deps = impl->update_deps[t.id];
+    deps = t.depends_on;
+    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+      for (const auto& [b, j, jj] : impl->host[k]->borrowers) {
+        for (const Task& other : impl->graph.tasks) {
+          if (other.kind == TaskKind::kBackward && other.vlayers.begin <= b &&
+              b < other.vlayers.end) {
+            deps.push_back(other.id);
+          }
+        }
+      }
+    }
   }
   at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));

@@ -63,17 +63,14 @@ zoo::ZooOptions Zoo(const std::string& family, double dropout = 0) {
   return o;
 }
 
-// The zoo model, written, profiled once per test binary.
-const Model& GetModel(const std::string& family, double dropout = 0) {
+// The model at `path` with its data, profiled once per test binary.
+const Model& GetFileModel(const std::string& path, const std::string& data_path) {
   static auto* cache = new std::map<std::string, std::unique_ptr<Model>>();
-  const std::string key = absl::StrCat(family, "-", dropout);
-  auto& slot = (*cache)[key];
+  auto& slot = (*cache)[path];
   if (slot) return *slot;
   auto m = std::make_unique<Model>();
-  m->path = Tmp(key + ".pt");
-  const zoo::ZooOptions o = Zoo(family, dropout);
-  EXPECT_TRUE(zoo::WriteZooModelAndData(o, m->path, m->path + ".data").ok());
-  m->data = *common::LoadTrainingData(m->path + ".data");
+  m->path = path;
+  m->data = *common::LoadTrainingData(data_path);
   planner::ProfilerOptions p;
   p.devices.count = 1;
   p.devices.capacity = 1ull << 30;
@@ -85,6 +82,15 @@ const Model& GetModel(const std::string& family, double dropout = 0) {
   m->cost = *planner::CostModel::Create(m->profile);
   slot = std::move(m);
   return *slot;
+}
+
+// The zoo model, written, profiled once per test binary.
+const Model& GetModel(const std::string& family, double dropout = 0) {
+  const std::string path = Tmp(absl::StrCat(family, "-", dropout, ".pt"));
+  if (!common::ReadFileToString(path).ok()) {
+    EXPECT_TRUE(zoo::WriteZooModelAndData(Zoo(family, dropout), path, path + ".data").ok());
+  }
+  return GetFileModel(path, path + ".data");
 }
 
 // [begin, end) in packs of `size`.
@@ -361,6 +367,37 @@ TEST(RuntimeTest, DropoutIsReplayedAndIndependentOfTheSchedule) {
   const proto::Plan plan = MakePlan(plain, MakeConfig(plain, Mode::kVpp, 2, 2, 2, 2, 2));
   TrainingRun run = RunPlan(plain, plan, Options(2, 1ull << 30, Optimizer("adam")));
   EXPECT_NE(run.losses.front(), all.front().front());
+}
+
+// Models scripted in Python the way users write them (tests/testdata):
+// a GPT with dropout and a BERT
+// on nn.TransformerEncoder, whose attention reads its in_proj_weight in two
+// vLayers (a shared parameter: its two gradients are added on the host, in
+// another order than autograd's, hence 1e-6 there).
+TEST(RuntimeTest, ModelsScriptedInPython) {
+  struct External {
+    std::string name;
+    double tolerance;
+  };
+  for (const External& e : {External{"user_gpt", 0}, External{"user_bert", 1e-6}}) {
+    SCOPED_TRACE(e.name);
+    const Model& m = GetFileModel(absl::StrCat("tests/testdata/", e.name, ".pt"),
+                                  absl::StrCat("tests/testdata/", e.name, "_data.pt"));
+    const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));
+    TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
+    torch::jit::Module reference = torch::jit::load(m.path);
+    reference.train();
+    ReferenceOptions ro;
+    ro.optimizer = Optimizer("sgd");
+    ro.iterations = kIterations;
+    ro.vlayer_dropout = true;
+    ro.seed = 7;
+    absl::StatusOr<std::vector<double>> losses =
+        TrainReferenceForPlan(plan, reference, m.data, ro);
+    ASSERT_TRUE(losses.ok()) << losses.status();
+    ExpectSameLosses(run.losses, *losses, e.tolerance);
+    ExpectSameWeights(*run.runtime, reference, e.tolerance, e.tolerance == 0);
+  }
 }
 
 // The baselines run on the same runtime and train the same way.

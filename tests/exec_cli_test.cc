@@ -1,0 +1,140 @@
+// harmony-exec run end to end: plan a model with harmony-plan, train it with
+// the plan on virtual devices whose cap forces swapping, and check what a
+// user gets (progress, metrics, trace, a trained TorchScript model); bad
+// input gives one clear line and a non-zero exit before any training.
+
+#include <fstream>
+#include <string>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/files.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/run_command.h"
+
+namespace harmony {
+namespace {
+
+using testing::RunCommand;
+
+const char kZoo[] = "zoo/harmony-zoo";
+const char kPlan[] = "planner/harmony-plan";
+const char kExec[] = "executor/harmony-exec";
+
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Profiles and plans `model` for 2 devices of `memory`; returns the plan path.
+std::string Plan(const std::string& model, const std::string& data, const std::string& memory,
+                 const std::string& name) {
+  const std::string plan = Tmp(name + ".plan.pb");
+  auto r = RunCommand(absl::StrCat(kPlan, " ", model, " --sample-input ", data,
+                                   " --gpus 2 --device-memory ", memory,
+                                   " --minibatch 8 -o ", plan));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return plan;
+}
+
+TEST(ExecCliTest, TrainsAPlannedZooModelWithSwapping) {
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 3 --width 32 --seq-len 16 --vocab 64 "
+                                          "--samples 32 -o ", Tmp("g.pt"), " --data ",
+                                    Tmp("g_data.pt")))
+                .exit_code,
+            0);
+  const std::string plan = Plan(Tmp("g.pt"), Tmp("g_data.pt"), "1MiB", "g");
+  auto r = RunCommand(absl::StrCat(
+      kExec, " run ", plan, " --model ", Tmp("g.pt"), " --data ", Tmp("g_data.pt"),
+      " --iterations 3 --devices cpu:2x1MiB --optimizer adam --lr 0.01 --out ",
+      Tmp("g_trained.pt"), " --metrics ", Tmp("g.jsonl"), " --trace ", Tmp("g_trace.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "iter 1/3  loss ")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "iter 3/3  loss ")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "wrote the trained model")) << r.output;
+
+  // Metrics: one JSON line per iteration; weights went in, gradients out,
+  // and no device went over its 1 MiB.
+  std::string text = *common::ReadFileToString(Tmp("g.jsonl"));
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u);
+  for (const std::string& line : lines) {
+    nlohmann::json m = nlohmann::json::parse(line);
+    EXPECT_GT(m["bytes"]["weights_in"].get<uint64_t>(), 0u);
+    EXPECT_GT(m["bytes"]["gradients_out"].get<uint64_t>(), 0u);
+    for (uint64_t peak : m["device_peak_bytes"].get<std::vector<uint64_t>>()) {
+      EXPECT_LE(peak, 1u << 20);
+    }
+    EXPECT_TRUE(std::isfinite(m["loss"].get<double>()));
+  }
+  nlohmann::json trace = nlohmann::json::parse(*common::ReadFileToString(Tmp("g_trace.json")));
+  EXPECT_GT(trace["traceEvents"].size(), 10u);
+
+  // The trained model opens as TorchScript and differs from the original.
+  torch::jit::Module trained = torch::jit::load(Tmp("g_trained.pt"));
+  torch::jit::Module original = torch::jit::load(Tmp("g.pt"));
+  auto a = (*trained.named_parameters().begin()).value;
+  auto b = (*original.named_parameters().begin()).value;
+  EXPECT_FALSE(at::equal(a, b));
+}
+
+TEST(ExecCliTest, TrainsAModelScriptedInPython) {
+  const std::string plan = Plan("tests/testdata/user_bert.pt",
+                                "tests/testdata/user_bert_data.pt", "16MiB", "user_bert");
+  auto r = RunCommand(absl::StrCat(kExec, " run ", plan,
+                                   " --model tests/testdata/user_bert.pt"
+                                   " --data tests/testdata/user_bert_data.pt"
+                                   " --iterations 2 --devices cpu:2x16MiB"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "iter 2/2")) << r.output;
+}
+
+TEST(ExecCliTest, BadInputIsOneClearLine) {
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " mlp --samples 16 -o ", Tmp("m.pt"), " --data ",
+                                    Tmp("m_data.pt")))
+                .exit_code,
+            0);
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " mlp --width 8 --input-dim 8 --samples 16 -o ", Tmp("m2.pt"),
+                                    " --data ", Tmp("m2_data.pt")))
+                .exit_code,
+            0);
+  const std::string plan = Plan(Tmp("m.pt"), Tmp("m_data.pt"), "64MiB", "m");
+  const std::string base = absl::StrCat(kExec, " run ", plan, " --iterations 1 ");
+
+  auto r = RunCommand(absl::StrCat(base, "--model ", Tmp("m2.pt"), " --data ", Tmp("m_data.pt"),
+                                   " --devices cpu:2x64MiB"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.output, "is not the one the plan was made for")) << r.output;
+
+  r = RunCommand(absl::StrCat(base, "--model ", Tmp("m.pt"), " --data ", Tmp("m_data.pt"),
+                              " --devices cpu:1x64MiB"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.output, "the plan needs 2 devices")) << r.output;
+
+  r = RunCommand(absl::StrCat(base, "--model ", Tmp("m.pt"), " --data ", Tmp("m_data.pt"),
+                              " --devices cpu:2x1MiB"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.output, "the plan was made for devices of 64.00 MiB")) << r.output;
+
+  r = RunCommand(absl::StrCat(base, "--model ", Tmp("m.pt"), " --data ", Tmp("m2_data.pt"),
+                              " --devices cpu:2x64MiB"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.output, "the plan expects")) << r.output;
+
+  r = RunCommand(absl::StrCat(kExec, " run ", Tmp("m_data.pt"), " --model ", Tmp("m.pt"),
+                              " --data ", Tmp("m_data.pt"), " --iterations 1 --devices cpu:2x1MiB"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.output, "m_data.pt")) << r.output;
+
+  r = RunCommand(absl::StrCat(kExec, " run ", plan));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.output, "run needs PLAN")) << r.output;
+  EXPECT_EQ(RunCommand(absl::StrCat(kExec, " fly")).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace harmony
