@@ -238,6 +238,29 @@ void ExpectSameLosses(const std::vector<double>& got, const std::vector<double>&
   }
 }
 
+// Trains the plan's model with the plain loop (`ro`, its iterations set
+// here) and expects the run's losses and final weights (and buffers, with
+// `buffers`) to equal it: bit-identical when `tolerance` is 0.
+void ExpectLikeReference(const Model& m, const proto::Plan& plan, const TrainingRun& run,
+                         ReferenceOptions ro, double tolerance, bool buffers) {
+  ASSERT_TRUE(run.runtime != nullptr);
+  torch::jit::Module reference = torch::jit::load(m.path);
+  reference.train();
+  ro.iterations = kIterations;
+  absl::StatusOr<std::vector<double>> losses = TrainReferenceForPlan(plan, reference, m.data, ro);
+  ASSERT_TRUE(losses.ok()) << losses.status();
+  ExpectSameLosses(run.losses, *losses, tolerance);
+  ExpectSameWeights(*run.runtime, reference, tolerance, buffers);
+}
+
+ReferenceOptions Reference(const std::string& optimizer, bool vlayer_dropout = false) {
+  ReferenceOptions ro;
+  ro.optimizer = Optimizer(optimizer);
+  ro.vlayer_dropout = vlayer_dropout;
+  ro.seed = 7;  // As Options().
+  return ro;
+}
+
 struct Case {
   std::string family;
   Mode mode;
@@ -265,18 +288,9 @@ TEST_P(ExactnessTest, LossesAndWeightsEqualThePlainLoop) {
   TrainingRun run = RunPlan(m, plan, Options(c.devices, 1ull << 30, Optimizer(c.optimizer)));
   ASSERT_EQ(run.losses.size(), static_cast<size_t>(kIterations));
 
-  torch::jit::Module reference = torch::jit::load(m.path);
-  reference.train();
-  ReferenceOptions ro;
-  ro.optimizer = Optimizer(c.optimizer);
-  ro.iterations = kIterations;
-  absl::StatusOr<std::vector<double>> losses = TrainReferenceForPlan(plan, reference, m.data, ro);
-  ASSERT_TRUE(losses.ok()) << losses.status();
   const bool same_order = c.mode == Mode::kVpp || c.devices == 1;
-  const double tolerance = same_order ? 0 : 1e-6;
-  ExpectSameLosses(run.losses, *losses, tolerance);
   // vDP keeps device 0's BatchNorm statistics: buffers only match in vPP.
-  ExpectSameWeights(*run.runtime, reference, tolerance, same_order);
+  ExpectLikeReference(m, plan, run, Reference(c.optimizer), same_order ? 0 : 1e-6, same_order);
   // Training moved the weights.
   EXPECT_NE(run.losses.front(), run.losses.back());
 }
@@ -301,17 +315,9 @@ TEST(RuntimeTest, MatchesTorchOptimWithin1e6) {
     const Model& m = GetModel("gpt");
     const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 2, 2, 2, 2));
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer(opt)));
-    torch::jit::Module reference = torch::jit::load(m.path);
-    reference.train();
-    ReferenceOptions ro;
-    ro.optimizer = Optimizer(opt);
+    ReferenceOptions ro = Reference(opt);
     ro.harmony_optimizer = false;
-    ro.iterations = kIterations;
-    absl::StatusOr<std::vector<double>> losses =
-        TrainReferenceForPlan(plan, reference, m.data, ro);
-    ASSERT_TRUE(losses.ok()) << losses.status();
-    ExpectSameLosses(run.losses, *losses, 1e-6);
-    ExpectSameWeights(*run.runtime, reference, 1e-6, false);
+    ExpectLikeReference(m, plan, run, ro, 1e-6, false);
   }
 }
 
@@ -323,16 +329,7 @@ TEST(RuntimeTest, LargerForwardMicrobatches) {
   for (Mode mode : {Mode::kVpp, Mode::kVdp}) {
     const proto::Plan plan = MakePlan(m, MakeConfig(m, mode, 2, 2, 2, 4, 1));
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
-    torch::jit::Module reference = torch::jit::load(m.path);
-    reference.train();
-    ReferenceOptions ro;
-    ro.optimizer = Optimizer("sgd");
-    ro.iterations = kIterations;
-    absl::StatusOr<std::vector<double>> losses =
-        TrainReferenceForPlan(plan, reference, m.data, ro);
-    ASSERT_TRUE(losses.ok()) << losses.status();
-    ExpectSameLosses(run.losses, *losses, 1e-6);
-    ExpectSameWeights(*run.runtime, reference, 1e-6, false);
+    ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
   }
 }
 
@@ -346,19 +343,8 @@ TEST(RuntimeTest, DropoutIsReplayedAndIndependentOfTheSchedule) {
            {Mode::kVpp, 1}, {Mode::kVpp, 2}, {Mode::kVpp, 4}, {Mode::kVdp, 2}}) {
     const proto::Plan plan = MakePlan(m, MakeConfig(m, mode, devices, 2, 2, 2, 2));
     TrainingRun run = RunPlan(m, plan, Options(devices, 1ull << 30, Optimizer("adam")));
-    torch::jit::Module reference = torch::jit::load(m.path);
-    reference.train();
-    ReferenceOptions ro;
-    ro.optimizer = Optimizer("adam");
-    ro.iterations = kIterations;
-    ro.vlayer_dropout = true;
-    ro.seed = 7;
-    absl::StatusOr<std::vector<double>> losses =
-        TrainReferenceForPlan(plan, reference, m.data, ro);
-    ASSERT_TRUE(losses.ok()) << losses.status();
-    const double tolerance = mode == Mode::kVpp ? 0 : 1e-6;
-    ExpectSameLosses(run.losses, *losses, tolerance);
-    ExpectSameWeights(*run.runtime, reference, tolerance, false);
+    ExpectLikeReference(m, plan, run, Reference("adam", true), mode == Mode::kVpp ? 0 : 1e-6,
+                        false);
     all.push_back(run.losses);
   }
   for (const auto& losses : all) ExpectSameLosses(losses, all.front(), 1e-6);
@@ -385,18 +371,7 @@ TEST(RuntimeTest, ModelsScriptedInPython) {
                                   absl::StrCat("tests/testdata/", e.name, "_data.pt"));
     const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
-    torch::jit::Module reference = torch::jit::load(m.path);
-    reference.train();
-    ReferenceOptions ro;
-    ro.optimizer = Optimizer("sgd");
-    ro.iterations = kIterations;
-    ro.vlayer_dropout = true;
-    ro.seed = 7;
-    absl::StatusOr<std::vector<double>> losses =
-        TrainReferenceForPlan(plan, reference, m.data, ro);
-    ASSERT_TRUE(losses.ok()) << losses.status();
-    ExpectSameLosses(run.losses, *losses, e.tolerance);
-    ExpectSameWeights(*run.runtime, reference, e.tolerance, e.tolerance == 0);
+    ExpectLikeReference(m, plan, run, Reference("sgd", true), e.tolerance, e.tolerance == 0);
   }
 }
 
@@ -413,18 +388,9 @@ TEST(RuntimeTest, BaselineSchedulesTrainTheSame) {
       absl::StatusOr<planner::SearchResult> r = planner::PlanBaseline(*m.cost, so, 2);
       ASSERT_TRUE(r.ok()) << r.status();
       const proto::Plan plan = planner::BuildPlan(m.profile, r->graph, r->sim, std::nullopt);
-      TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
-      torch::jit::Module reference = torch::jit::load(m.path);
-      reference.train();
-      ReferenceOptions ro;
-      ro.optimizer = Optimizer("sgd");
-      ro.iterations = kIterations;
-      absl::StatusOr<std::vector<double>> losses =
-          TrainReferenceForPlan(plan, reference, m.data, ro);
-      ASSERT_TRUE(losses.ok()) << losses.status();
       SCOPED_TRACE(absl::StrCat(family, " ", planner::ScheduleName(s)));
-      ExpectSameLosses(run.losses, *losses, 1e-6);
-      ExpectSameWeights(*run.runtime, reference, 1e-6, false);
+      TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
+      ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
     }
   }
 }
