@@ -499,7 +499,16 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   int64_t fwd_max = 0, bwd_max = 0, fwd_fail = 0, bwd_fail = 0;
   for (int64_t u = 1; u <= options.max_microbatch; u *= 2) {
     bool f = false, b = false;
-    HARMONY_RETURN_IF_ERROR(profile_size(u, &f, &b));
+    absl::Status s = profile_size(u, &f, &b);
+    if (u == 1 && absl::IsInvalidArgument(s) && options.max_microbatch >= 2) {
+      // Some models cannot train on one sample (BatchNorm over a 1x1 map:
+      // "Expected more than 1 value per channel"); their smallest
+      // microbatch is 2, which the profile's first row says.
+      for (int k = 0; k < n; ++k) profile->mutable_vlayers(k)->clear_by_microbatch();
+      say(absl::StrCat("microbatch 1 does not run (", s.message(), "); starting at 2"));
+      continue;
+    }
+    HARMONY_RETURN_IF_ERROR(s);
     profiled.push_back(u);
     if (f) fwd_max = u; else if (!fwd_fail) fwd_fail = u;
     if (b) bwd_max = u; else if (!bwd_fail) bwd_fail = u;

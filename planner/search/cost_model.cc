@@ -118,6 +118,7 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
         out_slots.push_back(slot(first.outputs(i), false, i));
       }
     }
+    if (!rows.empty()) m->min_ = std::max(m->min_, rows.front().size);
     m->in_slots_.push_back(std::move(in_slots));
     m->out_slots_.push_back(std::move(out_slots));
     if (rows.empty() || !rows.front().cost.backward_fits) {

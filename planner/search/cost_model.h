@@ -77,6 +77,9 @@ class CostModel {
   // Largest microbatch whose forward / backward fits every vLayer.
   int max_forward_microbatch() const { return max_forward_; }
   int max_backward_microbatch() const { return max_backward_; }
+  // Smallest profiled microbatch (2 for models that cannot run on one
+  // sample, such as BatchNorm over a 1x1 map).
+  int min_microbatch() const { return min_; }
   // Whether some vLayer depends on batch statistics (BatchNorm in training):
   // the forward and backward microbatches must then be equal.
   bool has_batch_statistics() const { return batch_statistics_; }
@@ -153,6 +156,7 @@ class CostModel {
   uint64_t device_memory_ = 0;
   int max_forward_ = 0;
   int max_backward_ = 0;
+  int min_ = 1;
   bool batch_statistics_ = false;
   bool uses_rng_ = false;
 };

@@ -61,7 +61,8 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                             : o.minibatch;
     std::vector<int> backward_sizes =
         o.microbatch > 0 ? std::vector<int>{o.microbatch}
-                         : Sizes(1, std::min(model.max_backward_microbatch(), samples));
+                         : Sizes(model.min_microbatch(),
+                                 std::min(model.max_backward_microbatch(), samples));
     for (int ub : backward_sizes) {
       std::vector<int> forward_sizes{ub};
       if (o.microbatch == 0 && !model.needs_equal_microbatches()) {
