@@ -811,8 +811,14 @@ struct Runtime::Impl {
           return LoadWeights(d, range, next_label);
         });
       }
-      status = t.kind == TaskKind::kForward ? Forward(t, d, *w) : Backward(t, d, *w);
-      if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
+      // Exceptions stop here: a plan that does not fit the model (a value
+      // a vLayer needs and nobody sent) must not take the process down.
+      try {
+        status = t.kind == TaskKind::kForward ? Forward(t, d, *w) : Backward(t, d, *w);
+        if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
+      } catch (const std::exception& e) {
+        status = absl::InternalError(absl::StrCat(label, ": ", e.what()));
+      }
       if (status.ok()) {
         for (const Transfer& x : t.transfers) {
           if (x.kind == TransferKind::kBuffersOut) {
