@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -73,6 +74,18 @@ uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser.
   return x ^ (x >> 31);
 }
 
+
+// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
+uint64_t AvailableHostMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
 
 // The trace's streams, as the simulator numbers them.
 enum TraceStream { kSwapIn = 0, kSwapOut = 1, kCompute = 2, kPeer = 3 };
@@ -950,6 +963,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
         "the plan was made for devices of ", common::FormatBytes(config.device_memory),
         "; ", options.devices.ToString(), " gives ",
         common::FormatBytes(options.devices.capacity), " each"));
+  }
+  // Host memory: the plan's estimate of the store and stashes, checked
+  // before anything is allocated.
+  uint64_t host_limit = options.host_memory_limit;
+  if (host_limit == 0) host_limit = AvailableHostMemory();
+  if (host_limit > 0 && plan.estimates().host_memory_bytes() > host_limit) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan needs ", common::FormatBytes(plan.estimates().host_memory_bytes()),
+        " of host memory (weights, gradients, optimizer state, stashes); ",
+        common::FormatBytes(host_limit), " is available"));
   }
   common::InstallDeviceMemoryAccounting();
   for (int d = 0; d < config.num_devices; ++d) {

@@ -65,6 +65,10 @@ struct RuntimeOptions {
   // Off, a run on smaller devices fails with an out-of-memory error if the
   // plan does not fit them.
   bool check_device_memory = true;
+  // Host memory the run may use, in bytes; 0: what the machine has available
+  // now (MemAvailable). A plan whose host store and stashes need more is
+  // refused before anything is allocated.
+  uint64_t host_memory_limit = 0;
   // Record a Chrome trace of the executed iterations.
   bool trace = false;
   // Checked at task boundaries; when it returns true the iteration stops

@@ -449,6 +449,14 @@ TEST(RuntimeTest, BadInputIsRefusedBeforeTraining) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr("needs 2 devices"));
 
+  // Too little host memory for the plan's store.
+  RuntimeOptions tiny_host = ok;
+  tiny_host.host_memory_limit = 1024;
+  s = Runtime::Create(plan, m.path, tiny_host).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("of host memory"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("1.00 KiB is available"));
+
   // Data of the wrong shape.
   absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, m.path, ok);
   ASSERT_TRUE(rt.ok()) << rt.status();
