@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/device_spec.h"
 #include "common/files.h"
 #include "common/plan_file.h"
@@ -181,6 +182,28 @@ int Run(const std::vector<std::string>& args) {
         Share(m->swap_wait_s, busy),
         harmony::common::FormatTimeSpan(absl::Seconds(m->optimizer_s)));
     if (metrics.is_open()) metrics << harmony::executor::MetricsJson(*m) << "\n" << std::flush;
+    if (i == 0) {
+      // The bytes moved against the plan's figures (which count the data
+      // with the activations).
+      const auto& want = est.swap();
+      const auto& got = m->bytes;
+      std::vector<std::string> differ;
+      auto check = [&](const char* what, uint64_t measured, uint64_t planned) {
+        if (measured != planned) {
+          differ.push_back(absl::StrCat(what, " ", FormatBytes(measured), " (plan ",
+                                        FormatBytes(planned), ")"));
+        }
+      };
+      check("weights in", got.weights_in, want.weights_in());
+      check("gradients out", got.gradients_out, want.gradients_out());
+      check("activations and data in", got.activations_in + got.data_in, want.activations_in());
+      check("activations out", got.activations_out, want.activations_out());
+      check("stash out", got.stash_out, want.stash_out());
+      check("stash in", got.stash_in, want.stash_in());
+      std::cout << (differ.empty() ? "bytes moved per iteration equal the plan's, kind by kind\n"
+                                   : absl::StrCat("bytes moved differ from the plan's: ",
+                                                  absl::StrJoin(differ, ", "), "\n"));
+    }
   }
   std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations, seconds);
   if (!out.empty()) {

@@ -55,6 +55,7 @@ TEST(ExecCliTest, TrainsAPlannedZooModelWithSwapping) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output, "iter 1/3  loss ")) << r.output;
   EXPECT_TRUE(Contains(r.output, "iter 3/3  loss ")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "bytes moved per iteration equal the plan's")) << r.output;
   EXPECT_TRUE(Contains(r.output, "wrote the trained model")) << r.output;
 
   // Metrics: one JSON line per iteration; weights went in, gradients out,
