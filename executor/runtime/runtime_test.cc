@@ -371,7 +371,9 @@ TEST(RuntimeTest, ModelsScriptedInPython) {
     SCOPED_TRACE(e.name);
     const Model& m = GetFileModel(absl::StrCat("tests/testdata/", e.name, ".pt"),
                                   absl::StrCat("tests/testdata/", e.name, "_data.pt"));
-    if (e.name == "torchvision_resnet") EXPECT_EQ(m.cost->min_microbatch(), 2);
+    if (e.name == "torchvision_resnet") {
+      EXPECT_EQ(m.cost->min_microbatch(), 2);
+    }
     const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
     ExpectLikeReference(m, plan, run, Reference("sgd", true), e.tolerance, e.tolerance == 0);
