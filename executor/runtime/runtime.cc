@@ -148,6 +148,10 @@ struct Runtime::Impl {
   bool takes_targets = false;
   std::vector<std::unique_ptr<HostLayer>> host;
   std::vector<Device> devices;
+  // Tensors each out transfer carries, by (task, receiving task, kind), and
+  // forward's arguments each task reads; fixed at Create.
+  std::map<std::tuple<int, int, int>, std::vector<Ref>> routes;
+  std::map<int, std::vector<Ref>> data_routes;
   // Tasks each update waits for.
   std::map<int, std::vector<int>> update_deps;
   // last_reader[k][i]: the last vLayer reading output i of vLayer k.
@@ -179,6 +183,8 @@ struct Runtime::Impl {
   // vDP: gradients of (task) published for the reduction.
   std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
   std::map<int, double> losses;  // By first sample.
+  // The minibatch: forward's arguments (the inputs, plus the targets when
+  // forward takes them) and the targets.
   std::vector<at::Tensor> batch_inputs, batch_targets;
   std::atomic<uint64_t> counts[10];
   std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
@@ -237,6 +243,15 @@ struct Runtime::Impl {
       }
     }
     return {refs.begin(), refs.end()};
+  }
+
+  // What a task's ACTIVATIONS_OUT or STASH_OUT transfer to `to` carries: a
+  // stash, everything `to` reads from before it; a forward, what it makes
+  // and `to` reads; a backward, the gradients of its inputs made by `to`.
+  std::vector<Ref> Route(const Task& t, const Task& to, TransferKind kind) const {
+    if (kind == TransferKind::kStashOut) return RefsBetween({0, to.vlayers.begin}, to.vlayers);
+    if (t.kind == TaskKind::kBackward) return RefsBetween(to.vlayers, t.vlayers);
+    return RefsBetween(t.vlayers, to.vlayers);
   }
 
   bool IsBatched(const Ref& r, const c10::IValue& v, int size) const {
@@ -403,11 +418,11 @@ struct Runtime::Impl {
     DeviceMemoryScope scope(devices[d].memory.get(),
                             absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
     // Data: forward's arguments the pack reads, and the targets.
-    std::vector<Ref> data_refs = RefsBetween({-1, 0}, t.vlayers);
+    const std::vector<Ref>& data_refs = data_routes.at(t.id);
     uint64_t data_bytes = 0;
     HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
       for (const Ref& r : data_refs) {
-        at::Tensor host_rows = batch_args().at(r.second).narrow(0, mb.offset, mb.size);
+        at::Tensor host_rows = batch_inputs.at(r.second).narrow(0, mb.offset, mb.size);
         values[r] = host_rows.clone();
         data_bytes += host_rows.nbytes();
       }
@@ -455,10 +470,6 @@ struct Runtime::Impl {
     return absl::OkStatus();
   }
 
-  // forward's arguments for the minibatch: the inputs, plus the targets when
-  // forward takes them.
-  const std::vector<at::Tensor>& batch_args() const { return batch_inputs; }
-
   // Sends the values of one microbatch along the task's ACTIVATIONS_OUT and
   // STASH_OUT transfers. For a backward task, `values` holds the gradients
   // of its inputs.
@@ -469,14 +480,7 @@ struct Runtime::Impl {
       if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
       const Task& to = graph.tasks[x.peer_task];
       const double start = Now();
-      std::vector<Ref> refs;
-      if (x.kind == TransferKind::kStashOut) {
-        refs = RefsBetween({0, to.vlayers.begin}, to.vlayers);
-      } else if (t.kind == TaskKind::kBackward) {
-        refs = RefsBetween(to.vlayers, t.vlayers);  // Gradients of its inputs.
-      } else {
-        refs = RefsBetween(t.vlayers, to.vlayers);
-      }
+      const std::vector<Ref>& refs = routes.at({t.id, x.peer_task, static_cast<int>(x.kind)});
       Piece piece;
       piece.offset = mb.offset;
       piece.size = mb.size;
@@ -529,10 +533,7 @@ struct Runtime::Impl {
       for (const Transfer& x : t.transfers) {
         if (x.microbatch != mb.index) continue;
         if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
-        const PackRange to = graph.tasks[x.peer_task].vlayers;
-        for (const Ref& r : x.kind == TransferKind::kStashOut
-                                ? RefsBetween({0, to.begin}, to)
-                                : RefsBetween(t.vlayers, to)) {
+        for (const Ref& r : routes.at({t.id, x.peer_task, static_cast<int>(x.kind)})) {
           sent.insert(r);
         }
       }
@@ -1089,6 +1090,18 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     HARMONY_ASSIGN_OR_RETURN(h->optimizer,
                              CpuOptimizer::Create(options.optimizer, static_cast<size_t>(elements)));
     impl->host.push_back(std::move(h));
+  }
+  for (const Task& t : impl->graph.tasks) {
+    impl->data_routes[t.id] = impl->RefsBetween({-1, 0}, t.vlayers);
+    for (const Transfer& x : t.transfers) {
+      if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
+      if (x.peer_task < 0 || x.peer_task >= static_cast<int>(impl->graph.tasks.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "malformed plan: task ", t.id, " sends to task ", x.peer_task, ", which does not exist"));
+      }
+      impl->routes[{t.id, x.peer_task, static_cast<int>(x.kind)}] =
+          impl->Route(t, impl->graph.tasks[x.peer_task], x.kind);
+    }
   }
   // An update also waits for the backward tasks of its shared parameters'
   // later readers.
