@@ -928,6 +928,12 @@ Runtime::~Runtime() = default;
 
 int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
+std::vector<uint64_t> Runtime::device_bytes_in_use() const {
+  std::vector<uint64_t> used;
+  for (const Device& d : impl_->devices) used.push_back(d.memory->used());
+  return used;
+}
+
 uint64_t Runtime::host_store_bytes() const {
   uint64_t bytes = 0;
   for (const auto& h : impl_->host) {

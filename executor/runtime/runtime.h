@@ -146,6 +146,10 @@ class Runtime {
   // far with RuntimeOptions::trace.
   std::string ChromeTrace() const;
 
+  // Bytes allocated on each device now. Thread-safe: may be called while
+  // another thread runs an iteration.
+  std::vector<uint64_t> device_bytes_in_use() const;
+
   // Host memory the store holds: weights, gradients and optimizer state.
   uint64_t host_store_bytes() const;
 

@@ -1,0 +1,124 @@
+// Jobs as the daemon's core sees them (DESIGN.md §7): what was asked for, the
+// state it is in and how it got there, and its progress. Domain types only:
+// the gRPC service translates them to and from proto/executor.proto at the
+// edge; the state directory stores them as JSON (job_store.h).
+//
+// Thread-safety: plain values.
+
+#ifndef HARMONY_EXECUTOR_JOBS_JOB_H_
+#define HARMONY_EXECUTOR_JOBS_JOB_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "executor/optim/cpu_optimizer.h"
+#include "proto/plan.pb.h"
+
+namespace harmony::executor {
+
+// QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED, with CANCELLING
+// between RUNNING and CANCELLED. A queued job cancelled goes straight to
+// CANCELLED; a job that fails to start goes from QUEUED or RUNNING to FAILED.
+enum class JobState { kQueued, kRunning, kCancelling, kSucceeded, kFailed, kCancelled };
+
+// "QUEUED", "RUNNING", ...
+absl::string_view JobStateName(JobState state);
+// The inverse; nullopt for anything else.
+std::optional<JobState> ParseJobState(absl::string_view name);
+// SUCCEEDED, FAILED and CANCELLED.
+bool IsTerminal(JobState state);
+
+// What a user submits, after the service has parsed it. The plan is an
+// immutable value shared by the job's record and its run.
+struct JobSpec {
+  std::shared_ptr<const proto::Plan> plan;
+  // A TorchScript file on the server, or the file's bytes (the daemon keeps
+  // them in its state directory; model_path is then ignored).
+  std::string model_path;
+  std::string model_bytes;
+  std::string data_path;
+  int64_t iterations = 0;
+  OptimizerOptions optimizer;
+  // Where the trained model is written; empty: not written.
+  std::string output_path;
+  // A checkpoint of the weights every N iterations (0: none).
+  int64_t checkpoint_interval = 0;
+  // Resubmitting a spec with the same non-empty id returns the first job.
+  std::string submission_id;
+  // Shuffles the samples with this seed; 0 takes them in order.
+  uint64_t seed = 0;
+  std::string name;
+};
+
+struct StateChange {
+  JobState state = JobState::kQueued;
+  absl::Time time;
+  std::string reason;
+};
+
+// After iteration `iteration` (from 1) of `iterations`.
+struct JobProgress {
+  int64_t iteration = 0;
+  int64_t iterations = 0;
+  double loss = 0;
+  double samples_per_s = 0;
+  uint64_t swap_in_bytes = 0;   // Host to devices, in that iteration.
+  uint64_t swap_out_bytes = 0;  // Devices to host.
+  double eta_s = 0;
+  absl::Time time;
+  std::vector<uint64_t> device_peak_bytes;
+  bool emulated_link = false;
+};
+
+// One job, as listed and persisted.
+struct JobRecord {
+  std::string id;
+  std::string name;
+  std::string submission_id;
+  JobState state = JobState::kQueued;
+  std::string reason;  // Of the latest state change.
+  std::vector<StateChange> history;
+  absl::Time submitted_at;
+
+  // What was asked for.
+  std::string model_sha256;
+  std::string model_path;  // Where the daemon reads it (maybe its own copy).
+  std::string data_path;
+  std::string output_path;
+  int64_t iterations = 0;
+  OptimizerOptions optimizer;
+  int64_t checkpoint_interval = 0;
+  uint64_t seed = 0;
+
+  // From the plan: what it needs.
+  int num_devices = 0;
+  uint64_t device_memory_bytes = 0;
+  uint64_t host_memory_bytes = 0;
+  std::string mode;  // "vPP" or "vDP".
+
+  // Devices it runs on (while running) or ran on.
+  std::vector<int> devices;
+  std::optional<JobProgress> progress;
+  // The latest checkpoint written, if any.
+  std::string checkpoint_path;
+};
+
+// What WatchJob streams: progress after each iteration, each state change,
+// and the job's log lines.
+struct JobEvent {
+  enum class Kind { kProgress, kStateChange, kLog };
+  Kind kind = Kind::kLog;
+  std::string job_id;
+  JobProgress progress;
+  StateChange state_change;
+  std::string log;
+};
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_JOBS_JOB_H_

@@ -1,0 +1,723 @@
+#include "executor/jobs/job_manager.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/files.h"
+#include "common/plan_file.h"
+#include "common/status.h"
+#include "common/tensor_file.h"
+#include "common/units.h"
+#include "executor/jobs/job_store.h"
+#include "executor/runtime/runtime.h"
+#include "planner/plan/plan_builder.h"
+
+namespace harmony::executor {
+namespace {
+
+using common::FormatBytes;
+
+// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
+uint64_t AvailableHostMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+absl::Status CheckReadable(const std::string& what, const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat("no ", what, " path given"));
+  if (access(path.c_str(), R_OK) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path, " cannot be read"));
+  }
+  if (std::filesystem::is_directory(path)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is a directory"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWritableDir(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("output ", path, ": directory ", dir, " cannot be written"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DevicesText(const std::vector<int>& devices) {
+  return absl::StrJoin(devices, ",", [](std::string* out, int d) {
+    absl::StrAppend(out, "cpu:", d);
+  });
+}
+
+}  // namespace
+
+struct JobManager::Impl {
+  struct Job {
+    JobRecord record;
+    std::shared_ptr<const proto::Plan> plan;
+    // Set by Cancel and by the manager's destructor; read by the runtime at
+    // task boundaries.
+    std::atomic<bool> cancel{false};
+    bool stopped_by_daemon = false;
+    std::thread thread;
+    // While running: the job's runtime, for Devices(). Set and cleared by the
+    // job's thread under `mu`; the runtime is destroyed only after clearing.
+    const Runtime* runtime = nullptr;
+    absl::Time last_persisted = absl::InfinitePast();
+  };
+
+  struct Watcher {
+    std::string job_id;
+    const void* owner;
+    Listener listener;
+  };
+
+  // Constant after Create.
+  JobManagerOptions options;
+  std::optional<JobStore> store;
+  uint64_t host_total = 0;
+
+  mutable absl::Mutex mu;
+  mutable absl::CondVar ended;  // Signalled when a job ends.
+  std::map<std::string, std::unique_ptr<Job>> jobs ABSL_GUARDED_BY(mu);
+  std::vector<std::string> order ABSL_GUARDED_BY(mu);  // Submission order.
+  std::deque<std::string> queue ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::string> by_submission ABSL_GUARDED_BY(mu);
+  std::vector<std::string> device_owner ABSL_GUARDED_BY(mu);  // Job id or "".
+  uint64_t host_reserved ABSL_GUARDED_BY(mu) = 0;
+  int64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  std::vector<Watcher> watchers ABSL_GUARDED_BY(mu);
+  std::vector<std::string> finished ABSL_GUARDED_BY(mu);  // Threads to join.
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  // Records to write and log lines to append, in the order they happened;
+  // written by Sync outside `mu`.
+  std::vector<std::string> dirty ABSL_GUARDED_BY(mu);
+  std::vector<std::pair<std::string, std::string>> pending_logs ABSL_GUARDED_BY(mu);
+
+  // Serialises Sync: a snapshot taken later is written later.
+  absl::Mutex sync_mu;
+
+  Job* Find(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = jobs.find(id);
+    return it == jobs.end() ? nullptr : it->second.get();
+  }
+
+  void Log(Job& job, std::string line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    pending_logs.emplace_back(job.record.id, std::move(line));
+  }
+
+  void MarkDirty(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    dirty.push_back(job.record.id);
+  }
+
+  void Emit(const JobEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const bool last = event.kind == JobEvent::Kind::kStateChange &&
+                      IsTerminal(event.state_change.state);
+    std::vector<Watcher> keep;
+    for (Watcher& w : watchers) {
+      if (w.job_id != event.job_id) {
+        keep.push_back(std::move(w));
+        continue;
+      }
+      if (w.listener(event) && !last) keep.push_back(std::move(w));
+    }
+    watchers = std::move(keep);
+  }
+
+  void ChangeState(Job& job, JobState state, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    StateChange change{state, absl::Now(), reason};
+    job.record.state = state;
+    job.record.reason = reason;
+    job.record.history.push_back(change);
+    Log(job, absl::StrCat(JobStateName(state), reason.empty() ? "" : ": ", reason));
+    MarkDirty(job);
+    JobEvent event;
+    event.kind = JobEvent::Kind::kStateChange;
+    event.job_id = job.record.id;
+    event.state_change = change;
+    Emit(event);
+    if (IsTerminal(state)) ended.SignalAll();
+  }
+
+  // Writes dirty records and pending log lines. Called without `mu`.
+  void Sync() ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock sync_lock(&sync_mu);
+    std::vector<JobRecord> records;
+    std::vector<std::pair<std::string, std::string>> lines;
+    {
+      absl::MutexLock lock(&mu);
+      std::sort(dirty.begin(), dirty.end());
+      dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+      for (const std::string& id : dirty) {
+        if (Job* job = Find(id)) records.push_back(job->record);
+      }
+      dirty.clear();
+      lines.swap(pending_logs);
+    }
+    // File I/O without `mu`: the snapshots were taken under `sync_mu`, so
+    // a newer snapshot of a record is never overwritten by an older one.
+    for (const JobRecord& r : records) {
+      if (absl::Status s = store->Save(r); !s.ok() && options.log) {
+        options.log(absl::StrCat("warning: cannot save job ", r.id, ": ", s.message()));
+      }
+    }
+    for (const auto& [id, line] : lines) {
+      const std::string stamped =
+          absl::StrCat(absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone()),
+                       "  ", line);
+      (void)store->AppendLog(id, stamped);
+      if (options.log) options.log(absl::StrCat(id, " ", line));
+    }
+  }
+
+  // Starts queued jobs from the head while their devices and host memory
+  // are free.
+  void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    while (!queue.empty() && !stopping) {
+      Job* job = Find(queue.front());
+      const int need = job->record.num_devices;
+      std::vector<int> free;
+      for (int d = 0; d < static_cast<int>(device_owner.size()); ++d) {
+        if (device_owner[d].empty()) free.push_back(d);
+      }
+      const bool alone = free.size() == device_owner.size();
+      if (static_cast<int>(free.size()) < need) return;
+      if (!alone && host_reserved + job->record.host_memory_bytes > host_total) return;
+      queue.pop_front();
+      free.resize(need);
+      for (int d : free) device_owner[d] = job->record.id;
+      host_reserved += job->record.host_memory_bytes;
+      job->record.devices = free;
+      ChangeState(*job, JobState::kRunning, absl::StrCat("started on ", DevicesText(free)));
+      job->thread = std::thread([this, job] { Run(job); });
+    }
+  }
+
+  // The job's thread.
+  void Run(Job* job) ABSL_LOCKS_EXCLUDED(mu);
+
+  // Joins the threads of jobs that have ended. Called without `mu`.
+  void JoinFinished() ABSL_LOCKS_EXCLUDED(mu) {
+    std::vector<Job*> done;
+    {
+      absl::MutexLock lock(&mu);
+      for (const std::string& id : finished) done.push_back(Find(id));
+      finished.clear();
+    }
+    for (Job* job : done) {
+      if (job->thread.joinable()) job->thread.join();
+    }
+  }
+};
+
+void JobManager::Impl::Run(Job* job) {
+  const JobRecord spec = [&] {
+    absl::MutexLock lock(&mu);
+    return job->record;
+  }();
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  std::string done_reason;
+  {
+    RuntimeOptions ro;
+    ro.devices = common::DeviceSpec{common::DeviceSpec::Kind::kCpu, spec.num_devices,
+                                    options.devices.capacity};
+    ro.optimizer = spec.optimizer;
+    ro.seed = spec.seed;
+    ro.shuffle = spec.seed != 0;
+    {
+      absl::MutexLock lock(&mu);
+      // What the other running jobs have not reserved.
+      ro.host_memory_limit = std::max<uint64_t>(
+          1, host_total - (host_reserved - spec.host_memory_bytes));
+    }
+    ro.cancelled = [job] { return job->cancel.load(); };
+    std::unique_ptr<Runtime> runtime;
+    auto created = Runtime::Create(*job->plan, spec.model_path, ro);
+    if (!created.ok()) {
+      status = common::Annotate(created.status(), "starting");
+    } else {
+      runtime = *std::move(created);
+      auto data = common::LoadTrainingData(spec.data_path);
+      if (!data.ok()) {
+        status = data.status();
+      } else {
+        status = runtime->SetData(*std::move(data));
+      }
+    }
+    if (status.ok()) {
+      absl::MutexLock lock(&mu);
+      job->runtime = runtime.get();
+      Log(*job, absl::StrCat("host store ", FormatBytes(runtime->host_store_bytes()),
+                             ", data ", spec.data_path));
+    }
+    double seconds = 0;
+    for (int64_t i = 0; status.ok() && i < spec.iterations; ++i) {
+      if (job->cancel.load()) {
+        status = absl::CancelledError("cancelled");
+        break;
+      }
+      auto m = runtime->RunIteration();
+      if (!m.ok()) {
+        status = job->cancel.load() && absl::IsCancelled(m.status())
+                     ? absl::CancelledError("cancelled")
+                     : common::Annotate(m.status(), absl::StrCat("iteration ", i + 1));
+        break;
+      }
+      seconds += m->seconds;
+      JobProgress p;
+      p.iteration = i + 1;
+      p.iterations = spec.iterations;
+      p.loss = m->loss;
+      p.samples_per_s = m->samples_per_s;
+      p.swap_in_bytes = m->bytes.to_device();
+      p.swap_out_bytes = m->bytes.to_host();
+      p.eta_s = seconds / (i + 1) * (spec.iterations - i - 1);
+      p.time = absl::Now();
+      p.device_peak_bytes = m->device_peak_bytes;
+      p.emulated_link = m->emulated_link;
+      std::string checkpoint;
+      if (spec.checkpoint_interval > 0 && (i + 1) % spec.checkpoint_interval == 0 &&
+          i + 1 < spec.iterations) {
+        checkpoint = store->CheckpointPath(spec.id);
+        if (absl::Status s = runtime->SaveModel(checkpoint); !s.ok()) {
+          status = common::Annotate(s, "writing a checkpoint");
+          break;
+        }
+      }
+      {
+        absl::MutexLock lock(&mu);
+        job->record.progress = p;
+        if (!checkpoint.empty()) {
+          job->record.checkpoint_path = checkpoint;
+          Log(*job, absl::StrCat("checkpoint after iteration ", i + 1, ": ", checkpoint));
+        }
+        Log(*job, absl::StrFormat("iteration %d/%d loss %.6g %.1f samples/s to devices %s "
+                                  "to host %s",
+                                  p.iteration, p.iterations, p.loss, p.samples_per_s,
+                                  FormatBytes(p.swap_in_bytes), FormatBytes(p.swap_out_bytes)));
+        JobEvent event;
+        event.kind = JobEvent::Kind::kProgress;
+        event.job_id = spec.id;
+        event.progress = p;
+        Emit(event);
+        // Progress reaches the disk at most once a second (and at the end).
+        if (p.time - job->last_persisted >= absl::Seconds(1) || i + 1 == spec.iterations) {
+          job->last_persisted = p.time;
+          MarkDirty(*job);
+        }
+      }
+      Sync();
+    }
+    if (status.ok() && !spec.output_path.empty()) {
+      status = common::Annotate(runtime->SaveModel(spec.output_path), "writing the trained model");
+    }
+    if (status.ok()) {
+      absl::MutexLock lock(&mu);
+      const double loss = job->record.progress ? job->record.progress->loss : 0;
+      done_reason = absl::StrFormat("trained %d iterations in %.2f s, loss %.6g%s",
+                                    spec.iterations, seconds, loss,
+                                    spec.output_path.empty()
+                                        ? ""
+                                        : absl::StrCat(", model written to ", spec.output_path));
+    }
+    {
+      absl::MutexLock lock(&mu);
+      job->runtime = nullptr;
+    }
+    // `runtime` is destroyed here: the job's device and host memory is freed
+    // before the devices are handed to the next job.
+  }
+  {
+    absl::MutexLock lock(&mu);
+    for (std::string& owner : device_owner) {
+      if (owner == spec.id) owner.clear();
+    }
+    host_reserved -= spec.host_memory_bytes;
+    if (status.ok()) {
+      ChangeState(*job, JobState::kSucceeded, done_reason);
+    } else if (job->stopped_by_daemon) {
+      ChangeState(*job, JobState::kFailed, "daemon stopped");
+    } else if (job->cancel.load() && absl::IsCancelled(status)) {
+      ChangeState(*job, JobState::kCancelled,
+                  absl::StrFormat("cancelled after %.1f s; its memory is freed",
+                                  absl::ToDoubleSeconds(absl::Now() - start)));
+    } else {
+      ChangeState(*job, JobState::kFailed, std::string(status.message()));
+    }
+    finished.push_back(spec.id);
+    Schedule();
+  }
+  Sync();
+}
+
+JobManager::JobManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
+    const JobManagerOptions& options) {
+  if (options.devices.kind != common::DeviceSpec::Kind::kCpu) {
+    return absl::FailedPreconditionError(
+        "this build runs jobs on virtual CPU devices only (--devices cpu:NxSIZE); CUDA devices "
+        "need a --config=cuda build");
+  }
+  if (options.devices.count < 1 || options.devices.capacity == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no devices: ", options.devices.ToString()));
+  }
+  if (options.state_dir.empty()) return absl::InvalidArgumentError("no state directory given");
+  if (options.max_queued < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the queue must hold at least 1 job (max queued ", options.max_queued, ")"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  HARMONY_ASSIGN_OR_RETURN(JobStore store, JobStore::Open(options.state_dir));
+  impl->store.emplace(std::move(store));
+  impl->host_total = options.host_memory > 0 ? options.host_memory : AvailableHostMemory();
+  if (impl->host_total == 0) {
+    return absl::FailedPreconditionError(
+        "cannot tell how much host memory there is (no MemAvailable in /proc/meminfo); give "
+        "--host-memory");
+  }
+
+  // Records of an earlier run.
+  std::vector<std::string> problems;
+  std::vector<JobRecord> records = impl->store->LoadAll(&problems);
+  {
+    absl::MutexLock lock(&impl->mu);
+    impl->device_owner.assign(options.devices.count, "");
+    for (const std::string& p : problems) {
+      if (options.log) options.log(absl::StrCat("warning: skipping a job record: ", p));
+    }
+    for (JobRecord& r : records) {
+      auto job = std::make_unique<Impl::Job>();
+      const std::string id = r.id;
+      job->record = std::move(r);
+      impl->next_id =
+          std::max<int64_t>(impl->next_id, std::atoll(id.c_str() + std::min<size_t>(4, id.size())) + 1);
+      if (!job->record.submission_id.empty()) {
+        impl->by_submission[job->record.submission_id] = id;
+      }
+      Impl::Job* j = job.get();
+      impl->jobs[id] = std::move(job);
+      impl->order.push_back(id);
+      if (j->record.state == JobState::kRunning || j->record.state == JobState::kCancelling) {
+        impl->ChangeState(*j, JobState::kFailed, "daemon restarted");
+      } else if (j->record.state == JobState::kQueued) {
+        auto plan = impl->store->LoadPlan(id);
+        if (!plan.ok()) {
+          impl->ChangeState(*j, JobState::kFailed,
+                            absl::StrCat("daemon restarted and the plan is lost: ",
+                                         plan.status().message()));
+        } else if (j->record.num_devices > options.devices.count ||
+                   j->record.device_memory_bytes > options.devices.capacity) {
+          impl->ChangeState(*j, JobState::kFailed,
+                            absl::StrCat("daemon restarted with devices ",
+                                         options.devices.ToString(), " too few or too small"));
+        } else {
+          j->plan = std::make_shared<const proto::Plan>(*std::move(plan));
+          impl->queue.push_back(id);
+          impl->Log(*j, "queued again after a daemon restart");
+        }
+      }
+    }
+    impl->Schedule();
+  }
+  impl->Sync();
+  return std::unique_ptr<JobManager>(new JobManager(std::move(impl)));
+}
+
+JobManager::~JobManager() {
+  std::vector<Impl::Job*> running;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->stopping = true;
+    for (auto& [id, job] : impl_->jobs) {
+      if (job->thread.joinable()) {
+        if (!IsTerminal(job->record.state)) {
+          job->stopped_by_daemon = true;
+          job->cancel.store(true);
+        }
+        running.push_back(job.get());
+      }
+    }
+  }
+  for (Impl::Job* job : running) job->thread.join();
+  impl_->Sync();
+}
+
+absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
+  impl_->JoinFinished();
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (!spec.submission_id.empty()) {
+      auto it = impl_->by_submission.find(spec.submission_id);
+      if (it != impl_->by_submission.end()) return SubmitResult{it->second, true};
+    }
+  }
+  if (spec.plan == nullptr) return absl::InvalidArgumentError("no plan given");
+  const proto::Plan& plan = *spec.plan;
+  if (spec.iterations < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("iterations must be at least 1; got ", spec.iterations));
+  }
+  if (spec.checkpoint_interval < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint interval must be 0 (none) or more; got ", spec.checkpoint_interval));
+  }
+  if (!(spec.optimizer.learning_rate > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("learning rate must be positive; got ", spec.optimizer.learning_rate));
+  }
+  if (plan.schema_version() != common::kPlanSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan has schema version ", plan.schema_version(), "; this daemon runs ",
+                     common::kPlanSchemaVersion));
+  }
+  // The plan's task graph must be well-formed (same check the runtime makes).
+  HARMONY_RETURN_IF_ERROR(
+      common::Annotate(planner::TaskGraphFromPlan(plan).status(), "malformed plan"));
+  const auto& config = plan.config();
+  const common::DeviceSpec& devices = impl_->options.devices;
+  if (static_cast<int>(config.num_devices()) > devices.count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan needs ", config.num_devices(), " devices; this daemon has ",
+                     devices.count, " (", devices.ToString(), ")"));
+  }
+  if (config.device_memory_bytes() > devices.capacity) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan was made for devices of ", FormatBytes(config.device_memory_bytes()),
+        "; this daemon's have ", FormatBytes(devices.capacity), " (", devices.ToString(), ")"));
+  }
+  const uint64_t host_need = plan.estimates().host_memory_bytes();
+  if (host_need > impl_->host_total) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan needs ", FormatBytes(host_need),
+        " of host memory (weights, gradients, optimizer state, stashes); this daemon has ",
+        FormatBytes(impl_->host_total)));
+  }
+  // The model: the bytes the plan was made for.
+  std::string model_path = spec.model_path;
+  std::string sha;
+  if (!spec.model_bytes.empty()) {
+    sha = common::Sha256Hex(spec.model_bytes);
+  } else {
+    HARMONY_RETURN_IF_ERROR(CheckReadable("model", model_path));
+    HARMONY_ASSIGN_OR_RETURN(sha, common::Sha256OfFile(model_path));
+  }
+  if (sha != plan.model().sha256()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model ", spec.model_bytes.empty() ? model_path : "(uploaded)",
+        " is not the one the plan was made for: its sha256 is ", sha.substr(0, 16),
+        "..., the plan's ", plan.model().sha256().substr(0, 16), "... (",
+        plan.model().file_name(), ")"));
+  }
+  HARMONY_RETURN_IF_ERROR(CheckReadable("data", spec.data_path));
+  if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableDir(spec.output_path));
+  if (!spec.model_bytes.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(model_path, impl_->store->SaveModel(sha, spec.model_bytes));
+  }
+
+  JobRecord record;
+  record.name = spec.name;
+  record.submission_id = spec.submission_id;
+  record.submitted_at = absl::Now();
+  record.model_sha256 = sha;
+  record.model_path = model_path;
+  record.data_path = spec.data_path;
+  record.output_path = spec.output_path;
+  record.iterations = spec.iterations;
+  record.optimizer = spec.optimizer;
+  record.checkpoint_interval = spec.checkpoint_interval;
+  record.seed = spec.seed;
+  record.num_devices = static_cast<int>(config.num_devices());
+  record.device_memory_bytes = config.device_memory_bytes();
+  record.host_memory_bytes = host_need;
+  record.mode = config.mode() == proto::VDP ? "vDP" : "vPP";
+
+  std::string id;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (!spec.submission_id.empty()) {  // Submitted meanwhile by another call.
+      auto it = impl_->by_submission.find(spec.submission_id);
+      if (it != impl_->by_submission.end()) return SubmitResult{it->second, true};
+    }
+    if (static_cast<int>(impl_->queue.size()) >= impl_->options.max_queued) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the queue is full: ", impl_->queue.size(), " jobs are waiting (--max-queued ",
+          impl_->options.max_queued, "); try again when one has started"));
+    }
+    id = absl::StrCat("job-", impl_->next_id++);
+    record.id = id;
+    auto job = std::make_unique<Impl::Job>();
+    job->record = std::move(record);
+    job->plan = spec.plan;
+    Impl::Job* j = job.get();
+    impl_->jobs[id] = std::move(job);
+    impl_->order.push_back(id);
+    if (!spec.submission_id.empty()) impl_->by_submission[spec.submission_id] = id;
+    // The plan reaches the disk before the record says QUEUED (below, in
+    // Sync), so a restart always finds the plan of a queued job.
+    impl_->ChangeState(*j, JobState::kQueued,
+                       absl::StrCat(j->record.name.empty() ? "" : j->record.name + ": ",
+                                    j->record.mode, " on ", j->record.num_devices, " devices, ",
+                                    j->record.iterations, " iterations"));
+  }
+  if (absl::Status s = impl_->store->SavePlan(id, plan); !s.ok()) {
+    absl::MutexLock lock(&impl_->mu);
+    Impl::Job* j = impl_->Find(id);
+    impl_->queue.erase(std::remove(impl_->queue.begin(), impl_->queue.end(), id),
+                       impl_->queue.end());
+    impl_->ChangeState(*j, JobState::kFailed, absl::StrCat("cannot keep its plan: ", s.message()));
+  } else {
+    absl::MutexLock lock(&impl_->mu);
+    // Unless cancelled meanwhile.
+    if (impl_->Find(id)->record.state == JobState::kQueued) impl_->queue.push_back(id);
+    impl_->Schedule();
+  }
+  impl_->Sync();
+  return SubmitResult{id, false};
+}
+
+absl::StatusOr<JobRecord> JobManager::Get(const std::string& id) const {
+  absl::MutexLock lock(&impl_->mu);
+  Impl::Job* job = impl_->Find(id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+  return job->record;
+}
+
+std::vector<JobRecord> JobManager::List(const std::vector<JobState>& states) const {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<JobRecord> out;
+  for (const std::string& id : impl_->order) {
+    const JobRecord& r = impl_->Find(id)->record;
+    if (states.empty() || std::find(states.begin(), states.end(), r.state) != states.end()) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<JobRecord> JobManager::Cancel(const std::string& id) {
+  JobRecord result;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    Impl::Job* job = impl_->Find(id);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+    switch (job->record.state) {
+      case JobState::kQueued:
+        impl_->queue.erase(std::remove(impl_->queue.begin(), impl_->queue.end(), id),
+                           impl_->queue.end());
+        impl_->ChangeState(*job, JobState::kCancelled, "cancelled while queued");
+        impl_->Schedule();
+        break;
+      case JobState::kRunning:
+        job->cancel.store(true);
+        impl_->ChangeState(*job, JobState::kCancelling, "cancel requested; stopping at the next "
+                                                        "task boundary");
+        break;
+      default:
+        break;
+    }
+    result = job->record;
+  }
+  impl_->Sync();
+  return result;
+}
+
+absl::StatusOr<std::vector<std::string>> JobManager::Logs(const std::string& id) const {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->Find(id) == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+  }
+  impl_->Sync();
+  return impl_->store->ReadLog(id);
+}
+
+absl::Status JobManager::Watch(const std::string& id, const void* owner, Listener listener) {
+  absl::MutexLock lock(&impl_->mu);
+  Impl::Job* job = impl_->Find(id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+  JobEvent state;
+  state.kind = JobEvent::Kind::kStateChange;
+  state.job_id = id;
+  state.state_change = job->record.history.empty()
+                           ? StateChange{job->record.state, job->record.submitted_at, ""}
+                           : job->record.history.back();
+  if (job->record.progress) {
+    JobEvent progress;
+    progress.kind = JobEvent::Kind::kProgress;
+    progress.job_id = id;
+    progress.progress = *job->record.progress;
+    if (!listener(progress)) return absl::OkStatus();
+  }
+  if (!listener(state) || IsTerminal(job->record.state)) return absl::OkStatus();
+  impl_->watchers.push_back({id, owner, std::move(listener)});
+  return absl::OkStatus();
+}
+
+void JobManager::Unwatch(const void* owner) {
+  absl::MutexLock lock(&impl_->mu);
+  auto& w = impl_->watchers;
+  w.erase(std::remove_if(w.begin(), w.end(),
+                         [&](const Impl::Watcher& x) { return x.owner == owner; }),
+          w.end());
+}
+
+DevicesStatus JobManager::Devices() const {
+  absl::MutexLock lock(&impl_->mu);
+  DevicesStatus out;
+  out.kind = "cpu";
+  out.host_memory_bytes = impl_->host_total;
+  out.host_reserved_bytes = impl_->host_reserved;
+  for (int d = 0; d < static_cast<int>(impl_->device_owner.size()); ++d) {
+    DeviceStatus s;
+    s.index = d;
+    s.name = absl::StrCat("cpu:", d);
+    s.memory_bytes = impl_->options.devices.capacity;
+    s.job_id = impl_->device_owner[d];
+    if (!s.job_id.empty()) {
+      Impl::Job* job = impl_->Find(s.job_id);
+      if (job->runtime != nullptr) {
+        // The job's k-th device is this server's device job->record.devices[k].
+        const std::vector<uint64_t> used = job->runtime->device_bytes_in_use();
+        const auto& mine = job->record.devices;
+        const auto k = std::find(mine.begin(), mine.end(), d) - mine.begin();
+        if (k < static_cast<long>(used.size())) s.used_bytes = used[k];
+      }
+    }
+    out.devices.push_back(s);
+  }
+  return out;
+}
+
+absl::StatusOr<JobRecord> JobManager::WaitForEnd(const std::string& id) const {
+  absl::MutexLock lock(&impl_->mu);
+  Impl::Job* job = impl_->Find(id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+  while (!IsTerminal(job->record.state)) impl_->ended.Wait(&impl_->mu);
+  return job->record;
+}
+
+}  // namespace harmony::executor

@@ -1,0 +1,401 @@
+#include "executor/service/service.h"
+
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/plan_file.h"
+#include "common/units.h"
+#include "executor/jobs/job.h"
+
+namespace harmony::executor {
+namespace {
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t nanos = absl::ToUnixNanos(t);
+  out->set_seconds(nanos / 1000000000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+proto::JobState ToProto(JobState s) {
+  switch (s) {
+    case JobState::kQueued:
+      return proto::QUEUED;
+    case JobState::kRunning:
+      return proto::RUNNING;
+    case JobState::kCancelling:
+      return proto::CANCELLING;
+    case JobState::kSucceeded:
+      return proto::SUCCEEDED;
+    case JobState::kFailed:
+      return proto::FAILED;
+    case JobState::kCancelled:
+      return proto::CANCELLED;
+  }
+  return proto::JOB_STATE_UNSPECIFIED;
+}
+
+void ToProto(const OptimizerOptions& o, proto::OptimizerSettings* out) {
+  out->set_kind(o.kind == OptimizerKind::kAdam    ? proto::ADAM
+                : o.kind == OptimizerKind::kAdamW ? proto::ADAMW
+                                                  : proto::SGD);
+  out->set_learning_rate(o.learning_rate);
+  out->set_momentum(o.momentum);
+  out->set_weight_decay(o.weight_decay);
+  out->set_beta1(o.beta1);
+  out->set_beta2(o.beta2);
+  out->set_epsilon(o.epsilon);
+}
+
+void ToProto(const StateChange& c, proto::StateChange* out) {
+  out->set_state(ToProto(c.state));
+  SetTime(c.time, out->mutable_time());
+  out->set_reason(c.reason);
+}
+
+void ToProto(const JobProgress& p, proto::Progress* out) {
+  out->set_iteration(static_cast<uint32_t>(p.iteration));
+  out->set_iterations(static_cast<uint32_t>(p.iterations));
+  out->set_loss(p.loss);
+  out->set_samples_per_s(p.samples_per_s);
+  out->set_swap_in_bytes(p.swap_in_bytes);
+  out->set_swap_out_bytes(p.swap_out_bytes);
+  out->set_eta_s(p.eta_s);
+  SetTime(p.time, out->mutable_time());
+  for (uint64_t b : p.device_peak_bytes) out->add_device_peak_bytes(b);
+  out->set_emulated_link(p.emulated_link);
+}
+
+void ToProto(const JobRecord& r, proto::Job* out) {
+  out->set_id(r.id);
+  out->set_name(r.name);
+  out->set_submission_id(r.submission_id);
+  out->set_state(ToProto(r.state));
+  out->set_reason(r.reason);
+  for (const StateChange& c : r.history) ToProto(c, out->add_history());
+  out->set_model_sha256(r.model_sha256);
+  out->set_data_path(r.data_path);
+  out->set_output_path(r.output_path);
+  out->set_iterations(static_cast<uint32_t>(r.iterations));
+  ToProto(r.optimizer, out->mutable_optimizer());
+  for (int d : r.devices) out->add_devices(d);
+  if (r.progress) ToProto(*r.progress, out->mutable_progress());
+  SetTime(r.submitted_at, out->mutable_submitted_at());
+  out->set_num_devices(r.num_devices);
+  out->set_device_memory_bytes(r.device_memory_bytes);
+  out->set_host_memory_bytes(r.host_memory_bytes);
+  out->set_mode(r.mode);
+  out->set_model_path(r.model_path);
+  out->set_checkpoint_interval(static_cast<uint32_t>(r.checkpoint_interval));
+  out->set_checkpoint_path(r.checkpoint_path);
+  out->set_seed(r.seed);
+}
+
+void ToProto(const JobEvent& e, proto::JobEvent* out) {
+  out->set_job_id(e.job_id);
+  switch (e.kind) {
+    case JobEvent::Kind::kProgress:
+      ToProto(e.progress, out->mutable_progress());
+      break;
+    case JobEvent::Kind::kStateChange:
+      ToProto(e.state_change, out->mutable_state_change());
+      break;
+    case JobEvent::Kind::kLog:
+      out->set_log(e.log);
+      break;
+  }
+}
+
+// The request as a job spec; InvalidArgument for what is malformed.
+absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max_model_bytes) {
+  JobSpec spec;
+  if (r.plan().empty()) return absl::InvalidArgumentError("no plan given");
+  absl::StatusOr<proto::Plan> plan = common::ParsePlan(r.plan(), "submitted plan");
+  if (!plan.ok()) return plan.status();
+  spec.plan = std::make_shared<const proto::Plan>(*std::move(plan));
+  switch (r.model_case()) {
+    case proto::SubmitJobRequest::kModelPath:
+      spec.model_path = r.model_path();
+      break;
+    case proto::SubmitJobRequest::kModelBytes:
+      if (r.model_bytes().size() > max_model_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the uploaded model is ", common::FormatBytes(r.model_bytes().size()),
+            "; this daemon takes at most ", common::FormatBytes(max_model_bytes),
+            " (give a path on the server instead)"));
+      }
+      spec.model_bytes = r.model_bytes();
+      break;
+    default:
+      return absl::InvalidArgumentError("no model given (a path on the server or its bytes)");
+  }
+  spec.data_path = r.data_path();
+  spec.iterations = r.iterations();
+  const proto::OptimizerSettings& o = r.optimizer();
+  switch (o.kind()) {
+    case proto::OPTIMIZER_UNSPECIFIED:
+    case proto::SGD:
+      spec.optimizer.kind = OptimizerKind::kSgd;
+      break;
+    case proto::ADAM:
+      spec.optimizer.kind = OptimizerKind::kAdam;
+      break;
+    case proto::ADAMW:
+      spec.optimizer.kind = OptimizerKind::kAdamW;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown optimizer kind ", o.kind()));
+  }
+  // proto3 cannot tell 0 from unset: 0 keeps the default for the Adam
+  // constants; the learning rate must be given.
+  spec.optimizer.learning_rate = o.learning_rate();
+  spec.optimizer.momentum = o.momentum();
+  spec.optimizer.weight_decay = o.weight_decay();
+  if (o.beta1() != 0) spec.optimizer.beta1 = o.beta1();
+  if (o.beta2() != 0) spec.optimizer.beta2 = o.beta2();
+  if (o.epsilon() != 0) spec.optimizer.epsilon = o.epsilon();
+  if (o.momentum() < 0 || o.weight_decay() < 0 || o.beta1() < 0 || o.beta1() >= 1 ||
+      o.beta2() < 0 || o.beta2() >= 1 || o.epsilon() < 0) {
+    return absl::InvalidArgumentError(
+        "optimizer settings out of range: momentum and weight decay must be >= 0, betas in "
+        "[0, 1), epsilon >= 0");
+  }
+  spec.output_path = r.output_path();
+  spec.checkpoint_interval = r.checkpoint_interval();
+  spec.submission_id = r.submission_id();
+  spec.seed = r.seed();
+  spec.name = r.name();
+  return spec;
+}
+
+// Streams one job's events. Lifetime: created by WatchJob, deleted in
+// OnDone, after Unwatch guarantees the manager no longer calls it.
+class WatchReactor final : public grpc::ServerWriteReactor<proto::JobEvent> {
+ public:
+  WatchReactor(JobManager* manager, const std::string& job_id) : manager_(manager) {
+    absl::Status s = manager_->Watch(job_id, this, [this](const JobEvent& e) {
+      Push(e);
+      return true;
+    });
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+      Finish(ToGrpcStatus(s));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    queue_.pop_front();
+    if (!ok) {  // The client went away.
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away"));
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (!writing_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+  }
+
+  void OnDone() override {
+    manager_->Unwatch(this);
+    delete this;
+  }
+
+ private:
+  // Called by the manager with its lock held: queue and maybe start a write
+  // (neither blocks; gRPC runs OnWriteDone and OnDone on its own threads,
+  // never inside StartWrite or Finish).
+  void Push(const JobEvent& e) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    queue_.emplace_back();
+    ToProto(e, &queue_.back());
+    if (e.kind == JobEvent::Kind::kStateChange && IsTerminal(e.state_change.state)) {
+      ended_ = true;
+    }
+    WriteNextLocked();
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (queue_.empty()) {
+      if (ended_) FinishLocked(grpc::Status::OK);
+      return;
+    }
+    writing_ = true;
+    StartWrite(&queue_.front());
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  JobManager* const manager_;
+  absl::Mutex mu_;
+  // Front is being written while writing_; std::deque keeps it in place.
+  std::deque<proto::JobEvent> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbers.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+ExecutorService::ExecutorService(JobManager* manager, ServiceOptions options)
+    : manager_(manager), options_(std::move(options)) {}
+
+absl::Status ExecutorService::Authenticate(const grpc::CallbackServerContext* context) const {
+  if (options_.auth_token.empty()) return absl::OkStatus();
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError("this daemon needs a token (harmony-ctl --token-file)");
+  }
+  const std::string given(it->second.data(), it->second.size());
+  const std::string want = "Bearer " + options_.auth_token;
+  // Compared in time independent of where they differ.
+  unsigned char diff = given.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size() && i < want.size(); ++i) diff |= given[i] ^ want[i];
+  if (diff != 0) return absl::UnauthenticatedError("wrong token");
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* ExecutorService::SubmitJob(grpc::CallbackServerContext* context,
+                                                     const proto::SubmitJobRequest* request,
+                                                     proto::SubmitJobResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) {
+    absl::StatusOr<JobSpec> spec = FromProto(*request, options_.max_model_bytes);
+    status = spec.status();
+    if (status.ok()) {
+      absl::StatusOr<SubmitResult> result = manager_->Submit(*std::move(spec));
+      status = result.status();
+      if (result.ok()) {
+        response->set_job_id(result->job_id);
+        response->set_already_submitted(result->already_submitted);
+      }
+    }
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::GetJob(grpc::CallbackServerContext* context,
+                                                  const proto::GetJobRequest* request,
+                                                  proto::Job* response) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) {
+    absl::StatusOr<JobRecord> job = manager_->Get(request->job_id());
+    status = job.status();
+    if (job.ok()) ToProto(*job, response);
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ListJobs(grpc::CallbackServerContext* context,
+                                                    const proto::ListJobsRequest* request,
+                                                    proto::ListJobsResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) {
+    std::vector<JobState> states;
+    for (int s : request->states()) {
+      if (s < proto::QUEUED || s > proto::CANCELLED) {
+        status = absl::InvalidArgumentError(absl::StrCat("unknown job state ", s));
+        break;
+      }
+      states.push_back(static_cast<JobState>(s - proto::QUEUED));
+    }
+    if (status.ok()) {
+      for (const JobRecord& r : manager_->List(states)) ToProto(r, response->add_jobs());
+    }
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::CancelJob(grpc::CallbackServerContext* context,
+                                                     const proto::CancelJobRequest* request,
+                                                     proto::Job* response) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) {
+    absl::StatusOr<JobRecord> job = manager_->Cancel(request->job_id());
+    status = job.status();
+    if (job.ok()) ToProto(*job, response);
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<proto::JobEvent>* ExecutorService::WatchJob(
+    grpc::CallbackServerContext* context, const proto::WatchJobRequest* request) {
+  if (absl::Status s = Authenticate(context); !s.ok()) {
+    class Refused : public grpc::ServerWriteReactor<proto::JobEvent> {
+     public:
+      explicit Refused(const grpc::Status& s) { Finish(s); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(ToGrpcStatus(s));
+  }
+  return new WatchReactor(manager_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::GetDevices(grpc::CallbackServerContext* context,
+                                                      const proto::GetDevicesRequest*,
+                                                      proto::GetDevicesResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) {
+    DevicesStatus devices = manager_->Devices();
+    for (const DeviceStatus& d : devices.devices) {
+      proto::Device* out = response->add_devices();
+      out->set_index(d.index);
+      out->set_kind(devices.kind);
+      out->set_name(d.name);
+      out->set_memory_bytes(d.memory_bytes);
+      out->set_used_bytes(d.used_bytes);
+      out->set_job_id(d.job_id);
+    }
+    response->set_host_memory_bytes(devices.host_memory_bytes);
+    response->set_host_reserved_bytes(devices.host_reserved_bytes);
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::GetJobLogs(grpc::CallbackServerContext* context,
+                                                      const proto::GetJobLogsRequest* request,
+                                                      proto::GetJobLogsResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) {
+    absl::StatusOr<std::vector<std::string>> lines = manager_->Logs(request->job_id());
+    status = lines.status();
+    if (lines.ok()) {
+      for (std::string& line : *lines) response->add_lines(std::move(line));
+    }
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace harmony::executor
