@@ -1,8 +1,12 @@
-// harmony-exec: runs plans. `harmony-exec run` trains one plan here and now
-// (tests, benchmarks, a first try); the daemon comes with issue 6.
+// harmony-exec: runs plans. Without a command it is the per-server daemon
+// that harmony-ctl talks to (gRPC); `harmony-exec run` trains one plan here
+// and now (tests, benchmarks, a first try).
+
+#include <signal.h>
 
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,11 +18,13 @@
 #include "absl/strings/str_join.h"
 #include "common/device_spec.h"
 #include "common/files.h"
+#include "common/json_config.h"
 #include "common/plan_file.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
 #include "executor/optim/cpu_optimizer.h"
 #include "executor/runtime/runtime.h"
+#include "executor/service/daemon.h"
 
 namespace po = boost::program_options;
 
@@ -27,12 +33,18 @@ namespace {
 using harmony::common::FormatBytes;
 
 constexpr char kUsage[] =
-    "Usage: harmony-exec run PLAN --model M --data D --iterations K --devices cpu:NxSIZE [flags]\n"
+    "Usage: harmony-exec [--listen 127.0.0.1:7770] [--devices cpu:4x2GiB] [--state-dir DIR]\n"
+    "                    [--auth-token-file F] [--tls-cert C --tls-key K] [--max-queued N]\n"
+    "                    [--config daemon.json]\n"
+    "       harmony-exec run PLAN --model M --data D --iterations K --devices cpu:NxSIZE [flags]\n"
+    "\n"
+    "Without a command, harmony-exec is the per-server daemon: it takes jobs from\n"
+    "harmony-ctl over gRPC, queues them and trains them on its devices.\n"
+    "`harmony-exec --help` lists the daemon's flags.\n"
     "\n"
     "Commands:\n"
     "  run    train a plan from harmony-plan on local devices and exit\n"
-    "\n"
-    "`harmony-exec run --help` lists the flags.\n";
+    "         (`harmony-exec run --help` lists its flags)\n";
 
 int Fail(const absl::Status& status) {
   std::cerr << "harmony-exec: " << status.message() << "\n";
@@ -219,13 +231,118 @@ int Run(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The daemon: runs until SIGINT or SIGTERM.
+int Serve(const std::vector<std::string>& args) {
+  harmony::executor::DaemonOptions options;
+  std::string devices_text = "cpu:4x2GiB", host_memory_text, message_text = "256MiB",
+              config_path;
+  options.state_dir = "harmony-state";
+  po::options_description flags(
+      "Usage: harmony-exec [flags]\n\n"
+      "The per-server daemon: takes jobs from harmony-ctl over gRPC, queues them\n"
+      "(first in, first out) and trains each on its devices. Job records live in\n"
+      "the state directory and survive restarts. Stop it with Ctrl-C or SIGTERM.\n\n"
+      "Flags (a --config JSON file may set any of them: keys are the flag names\n"
+      "with '_' for '-'; flags given here win)");
+  // clang-format off
+  flags.add_options()
+      ("help,h", "show this help")
+      ("config", po::value(&config_path), "daemon settings in a JSON file")
+      ("listen", po::value(&options.listen),
+       "host:port to serve on (default 127.0.0.1:7770; port 0 picks one). Other than "
+       "loopback needs --auth-token-file")
+      ("devices", po::value(&devices_text), "the devices jobs run on (default cpu:4x2GiB)")
+      ("state-dir", po::value(&options.state_dir),
+       "job records, logs, plans, checkpoints (default ./harmony-state)")
+      ("auth-token-file", po::value(&options.auth_token_file),
+       "every call must carry the token in this file")
+      ("tls-cert", po::value(&options.tls_cert_file), "TLS certificate (PEM)")
+      ("tls-key", po::value(&options.tls_key_file), "TLS private key (PEM)")
+      ("max-queued", po::value(&options.max_queued),
+       "refuse submissions while this many jobs wait (default 64)")
+      ("host-memory", po::value(&host_memory_text),
+       "host memory jobs may use together, e.g. 16GiB (default: what is available)")
+      ("max-message-size", po::value(&message_text),
+       "largest request, uploaded models included (default 256MiB)");
+  // clang-format on
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(flags).run(), vm);
+  } catch (const po::error& e) {
+    std::cerr << "harmony-exec: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << flags;
+    return 0;
+  }
+  if (vm.count("config")) {
+    auto config = harmony::common::JsonConfig::Load(vm["config"].as<std::string>());
+    if (!config.ok()) return Fail(config.status());
+    config->Get("listen", &options.listen);
+    config->Get("devices", &devices_text);
+    config->GetPath("state_dir", &options.state_dir);
+    config->GetPath("auth_token_file", &options.auth_token_file);
+    config->GetPath("tls_cert", &options.tls_cert_file);
+    config->GetPath("tls_key", &options.tls_key_file);
+    config->Get("max_queued", &options.max_queued);
+    config->Get("host_memory", &host_memory_text);
+    config->Get("max_message_size", &message_text);
+    if (absl::Status s = config->Finish(); !s.ok()) return Fail(s);
+  }
+  po::notify(vm);  // Flags given on the command line win over the file.
+  auto devices = harmony::common::ParseDeviceSpec(devices_text);
+  if (!devices.ok()) return Fail(devices.status());
+  options.devices = *devices;
+  if (!host_memory_text.empty()) {
+    auto bytes = harmony::common::ParseBytes(host_memory_text);
+    if (!bytes.ok()) return Fail(bytes.status());
+    options.host_memory = *bytes;
+  }
+  auto message_bytes = harmony::common::ParseBytes(message_text);
+  if (!message_bytes.ok()) return Fail(message_bytes.status());
+  options.max_message_bytes = *message_bytes;
+  static std::mutex* log_mu = new std::mutex;
+  options.log = [](const std::string& line) {
+    std::lock_guard<std::mutex> lock(*log_mu);
+    std::cout << absl::FormatTime("%Y-%m-%d %H:%M:%S ", absl::Now(), absl::LocalTimeZone())
+              << line << std::endl;
+  };
+
+  // SIGINT and SIGTERM are taken by sigwait below: block them before any
+  // thread starts so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto daemon = harmony::executor::Daemon::Start(options);
+  if (!daemon.ok()) return Fail(daemon.status());
+  options.log(absl::StrCat(
+      "harmony-exec listening on ", (*daemon)->address(), " (devices ", devices->ToString(),
+      ", state dir ", options.state_dir,
+      options.auth_token_file.empty() ? "" : ", token required",
+      options.tls_cert_file.empty() ? "" : ", TLS", ")"));
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  options.log(absl::StrCat("stopping (", signal_number == SIGINT ? "SIGINT" : "SIGTERM",
+                           "): running jobs are stopped, queued jobs kept"));
+  (*daemon)->Shutdown();
+  options.log("stopped");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage;
-    return args.empty() ? 2 : 0;
+  if (args.empty() || args[0].rfind("-", 0) == 0) {
+    if (!args.empty() && (args[0] == "-h")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    return Serve(args);
   }
   const std::string command = args[0];
   args.erase(args.begin());

@@ -70,6 +70,7 @@ struct JobProgress {
   uint64_t swap_in_bytes = 0;   // Host to devices, in that iteration.
   uint64_t swap_out_bytes = 0;  // Devices to host.
   double eta_s = 0;
+  double iteration_s = 0;  // Wall time of that iteration.
   absl::Time time;
   std::vector<uint64_t> device_peak_bytes;
   bool emulated_link = false;

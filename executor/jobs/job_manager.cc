@@ -112,7 +112,12 @@ struct JobManager::Impl {
   // Records to write and log lines to append, in the order they happened;
   // written by Sync outside `mu`.
   std::vector<std::string> dirty ABSL_GUARDED_BY(mu);
-  std::vector<std::pair<std::string, std::string>> pending_logs ABSL_GUARDED_BY(mu);
+  struct LogLine {
+    std::string job_id;
+    std::string line;
+    bool daemon_too;
+  };
+  std::vector<LogLine> pending_logs ABSL_GUARDED_BY(mu);
 
   // Serialises Sync: a snapshot taken later is written later.
   absl::Mutex sync_mu;
@@ -122,8 +127,10 @@ struct JobManager::Impl {
     return it == jobs.end() ? nullptr : it->second.get();
   }
 
-  void Log(Job& job, std::string line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    pending_logs.emplace_back(job.record.id, std::move(line));
+  // A line of the job's log; `daemon_too` also prints it in the daemon's
+  // (job events only, not each iteration).
+  void Log(Job& job, std::string line, bool daemon_too = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    pending_logs.push_back({job.record.id, std::move(line), daemon_too});
   }
 
   void MarkDirty(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -164,7 +171,7 @@ struct JobManager::Impl {
   void Sync() ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock sync_lock(&sync_mu);
     std::vector<JobRecord> records;
-    std::vector<std::pair<std::string, std::string>> lines;
+    std::vector<LogLine> lines;
     {
       absl::MutexLock lock(&mu);
       std::sort(dirty.begin(), dirty.end());
@@ -182,12 +189,12 @@ struct JobManager::Impl {
         options.log(absl::StrCat("warning: cannot save job ", r.id, ": ", s.message()));
       }
     }
-    for (const auto& [id, line] : lines) {
+    for (const LogLine& l : lines) {
       const std::string stamped =
           absl::StrCat(absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone()),
-                       "  ", line);
-      (void)store->AppendLog(id, stamped);
-      if (options.log) options.log(absl::StrCat(id, " ", line));
+                       "  ", l.line);
+      (void)store->AppendLog(l.job_id, stamped);
+      if (options.log && l.daemon_too) options.log(absl::StrCat(l.job_id, " ", l.line));
     }
   }
 
@@ -269,8 +276,10 @@ void JobManager::Impl::Run(Job* job) {
     if (status.ok()) {
       absl::MutexLock lock(&mu);
       job->runtime = runtime.get();
-      Log(*job, absl::StrCat("host store ", FormatBytes(runtime->host_store_bytes()),
-                             ", data ", spec.data_path));
+      Log(*job,
+          absl::StrCat("host store ", FormatBytes(runtime->host_store_bytes()), ", data ",
+                       spec.data_path),
+          /*daemon_too=*/false);
     }
     double seconds = 0;
     for (int64_t i = 0; status.ok() && i < spec.iterations; ++i) {
@@ -294,6 +303,7 @@ void JobManager::Impl::Run(Job* job) {
       p.swap_in_bytes = m->bytes.to_device();
       p.swap_out_bytes = m->bytes.to_host();
       p.eta_s = seconds / (i + 1) * (spec.iterations - i - 1);
+      p.iteration_s = m->seconds;
       p.time = absl::Now();
       p.device_peak_bytes = m->device_peak_bytes;
       p.emulated_link = m->emulated_link;
@@ -316,7 +326,8 @@ void JobManager::Impl::Run(Job* job) {
         Log(*job, absl::StrFormat("iteration %d/%d loss %.6g %.1f samples/s to devices %s "
                                   "to host %s",
                                   p.iteration, p.iterations, p.loss, p.samples_per_s,
-                                  FormatBytes(p.swap_in_bytes), FormatBytes(p.swap_out_bytes)));
+                                  FormatBytes(p.swap_in_bytes), FormatBytes(p.swap_out_bytes)),
+            /*daemon_too=*/false);
         JobEvent event;
         event.kind = JobEvent::Kind::kProgress;
         event.job_id = spec.id;

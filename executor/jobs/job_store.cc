@@ -46,6 +46,7 @@ json ProgressToJson(const JobProgress& p) {
               {"swap_in_bytes", p.swap_in_bytes},
               {"swap_out_bytes", p.swap_out_bytes},
               {"eta_s", p.eta_s},
+              {"iteration_s", p.iteration_s},
               {"time_ns", ToNanos(p.time)},
               {"device_peak_bytes", p.device_peak_bytes},
               {"emulated_link", p.emulated_link}};
@@ -60,6 +61,7 @@ JobProgress ProgressFromJson(const json& j) {
   p.swap_in_bytes = j.at("swap_in_bytes").get<uint64_t>();
   p.swap_out_bytes = j.at("swap_out_bytes").get<uint64_t>();
   p.eta_s = j.at("eta_s").get<double>();
+  p.iteration_s = j.value("iteration_s", 0.0);
   p.time = FromNanos(j.at("time_ns").get<int64_t>());
   p.device_peak_bytes = j.at("device_peak_bytes").get<std::vector<uint64_t>>();
   p.emulated_link = j.value("emulated_link", false);

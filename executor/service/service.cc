@@ -63,6 +63,7 @@ void ToProto(const JobProgress& p, proto::Progress* out) {
   out->set_swap_in_bytes(p.swap_in_bytes);
   out->set_swap_out_bytes(p.swap_out_bytes);
   out->set_eta_s(p.eta_s);
+  out->set_iteration_seconds(p.iteration_s);
   SetTime(p.time, out->mutable_time());
   for (uint64_t b : p.device_peak_bytes) out->add_device_peak_bytes(b);
   out->set_emulated_link(p.emulated_link);

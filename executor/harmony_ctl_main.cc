@@ -1,0 +1,536 @@
+// harmony-ctl: the client of the harmony-exec daemon. Submits plans, shows
+// jobs and devices, watches a job train, prints its log, cancels it.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/files.h"
+#include "common/json_config.h"
+#include "common/units.h"
+#include "executor/client/client.h"
+#include "proto/executor.pb.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+using harmony::common::FormatBytes;
+using harmony::executor::ExecutorClient;
+
+constexpr char kUsage[] =
+    "Usage: harmony-ctl COMMAND [ARGS] [--address HOST:PORT] [--token-file F] [--json]\n"
+    "\n"
+    "Drives the harmony-exec daemon of a server.\n"
+    "\n"
+    "Commands:\n"
+    "  submit PLAN --model M --data D --iterations K [--wait]   queue a training job\n"
+    "  status [JOB]     one job in detail, or the daemon's devices and jobs\n"
+    "  list             every job, oldest first\n"
+    "  watch JOB        follow a job to its end (progress bar on a terminal)\n"
+    "  logs JOB         the job's log\n"
+    "  cancel JOB       stop a job at its next task boundary\n"
+    "  devices          the daemon's devices and what runs on them\n"
+    "\n"
+    "`harmony-ctl COMMAND --help` lists a command's flags.\n"
+    "Exit codes: 0 done; 1 the job failed or was cancelled, or the daemon refused;\n"
+    "2 usage; 3 daemon unreachable; 4 no such job; 5 unauthenticated.\n";
+
+constexpr char kDefaultAddress[] = "127.0.0.1:7770";
+
+int ExitCode(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return 3;
+    case absl::StatusCode::kNotFound:
+      return 4;
+    case absl::StatusCode::kUnauthenticated:
+      return 5;
+    default:
+      return 1;
+  }
+}
+
+int Fail(const absl::Status& s) {
+  std::cerr << "harmony-ctl: " << s.message() << "\n";
+  return ExitCode(s);
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  return out;
+}
+
+std::string StateName(int state) {
+  return harmony::proto::JobState_Name(static_cast<harmony::proto::JobState>(state));
+}
+
+bool Ended(int state) {
+  return state == harmony::proto::SUCCEEDED || state == harmony::proto::FAILED ||
+         state == harmony::proto::CANCELLED;
+}
+
+absl::Time FromProto(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+std::string Clock(const google::protobuf::Timestamp& t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", FromProto(t), absl::LocalTimeZone());
+}
+
+std::string Eta(double seconds) {
+  return absl::FormatDuration(absl::Seconds(static_cast<int64_t>(seconds + 0.5)));
+}
+
+// Swap traffic of the last iteration per second of it.
+std::string SwapRate(const harmony::proto::Progress& p) {
+  if (p.iteration_seconds() <= 0) return "-";
+  return harmony::common::FormatBandwidth((p.swap_in_bytes() + p.swap_out_bytes()) /
+                                         p.iteration_seconds());
+}
+
+std::string ProgressLine(const harmony::proto::Progress& p, bool bar) {
+  std::string out;
+  if (bar) {
+    const int width = 24;
+    const int filled = p.iterations() > 0 ? width * p.iteration() / p.iterations() : 0;
+    out = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ");
+  }
+  absl::StrAppendFormat(&out, "iteration %d/%d  loss %.4f  %.1f samples/s  swap %s%s  ETA %s",
+                        p.iteration(), p.iterations(), p.loss(), p.samples_per_s(), SwapRate(p),
+                        p.emulated_link() ? " (emulated link)" : "", Eta(p.eta_s()));
+  return out;
+}
+
+struct Common {
+  std::string address = kDefaultAddress;
+  std::string token_file;
+  std::string tls_ca;
+  bool json = false;
+};
+
+void AddCommon(po::options_description& flags, Common& c) {
+  // clang-format off
+  flags.add_options()
+      ("help,h", "show this help")
+      ("address", po::value(&c.address)->default_value(c.address), "the daemon, host:port")
+      ("token-file", po::value(&c.token_file), "a file holding the daemon's token")
+      ("tls-ca", po::value(&c.tls_ca),
+       "speak TLS, trusting the daemon certificate signed by this CA (PEM)")
+      ("json", po::bool_switch(&c.json), "print JSON for scripts");
+  // clang-format on
+}
+
+absl::StatusOr<std::unique_ptr<ExecutorClient>> Connect(const Common& c) {
+  harmony::executor::ClientOptions options;
+  options.address = c.address;
+  if (!c.token_file.empty()) {
+    auto token = harmony::common::ReadFileToString(c.token_file);
+    if (!token.ok()) return token.status();
+    options.token = std::string(absl::StripAsciiWhitespace(*token));
+  }
+  if (!c.tls_ca.empty()) {
+    auto ca = harmony::common::ReadFileToString(c.tls_ca);
+    if (!ca.ok()) return ca.status();
+    options.tls_root_certs = *ca;
+  }
+  return ExecutorClient::Create(options);
+}
+
+// Parses `args` with `flags` (plus positionals); false after printing why.
+bool Parse(const std::vector<std::string>& args, po::options_description& flags,
+           const po::options_description& hidden, const po::positional_options_description& pos,
+           po::variables_map& vm, int* exit_code) {
+  po::options_description all;
+  all.add(flags).add(hidden);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+  } catch (const po::error& e) {
+    std::cerr << "harmony-ctl: " << e.what() << " (see --help)\n";
+    *exit_code = 2;
+    return false;
+  }
+  if (vm.count("help")) {
+    std::cout << flags;
+    *exit_code = 0;
+    return false;
+  }
+  return true;
+}
+
+// Follows a job to its end. 0 when it succeeded, 1 when it failed or was
+// cancelled; the client's error otherwise.
+int Watch(ExecutorClient& client, const std::string& id, bool json) {
+  const bool tty = isatty(STDOUT_FILENO) && !json;
+  bool bar_open = false;
+  int last_state = 0;
+  std::string last_reason;
+  absl::Time last_line = absl::InfinitePast();
+  absl::Status s = client.Watch(id, [&](const harmony::proto::JobEvent& e) {
+    if (json) {
+      std::string line;
+      google::protobuf::util::JsonPrintOptions o;
+      o.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(e, &line, o);
+      std::cout << line << std::endl;
+    } else if (e.has_progress()) {
+      if (tty) {
+        std::cout << "\r" << ProgressLine(e.progress(), true) << "\033[K" << std::flush;
+        bar_open = true;
+      } else if (absl::Now() - last_line >= absl::Seconds(1) ||
+                 e.progress().iteration() == e.progress().iterations()) {
+        // Not a terminal: a plain line at most once a second, and the last.
+        last_line = absl::Now();
+        std::cout << id << " " << ProgressLine(e.progress(), false) << std::endl;
+      }
+    } else if (e.has_state_change()) {
+      if (bar_open) std::cout << "\n";
+      bar_open = false;
+      const auto& c = e.state_change();
+      std::cout << id << " " << StateName(c.state()) << (c.reason().empty() ? "" : ": ")
+                << c.reason() << std::endl;
+    }
+    if (e.has_state_change()) {
+      last_state = e.state_change().state();
+      last_reason = e.state_change().reason();
+    }
+  });
+  if (bar_open) std::cout << "\n";
+  if (!s.ok()) return Fail(s);
+  if (!Ended(last_state)) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("the watch of ", id, " ended before the job did")));
+  }
+  return last_state == harmony::proto::SUCCEEDED ? 0 : 1;
+}
+
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty()) return path;
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+int Submit(const std::vector<std::string>& args) {
+  Common common;
+  std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path;
+  int64_t iterations = 0, checkpoint_interval = 0;
+  uint64_t seed = 0;
+  double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool wait = false, upload = false;
+  po::options_description flags(
+      "Usage: harmony-ctl submit PLAN --model M --data D --iterations K [flags]\n\n"
+      "Queues a training job with the daemon and prints its id. Paths are on the\n"
+      "daemon's machine (relative ones are made absolute here). A --config JSON\n"
+      "file may give any of the settings (keys: the flag names with '_' for '-',\n"
+      "and \"plan\"; relative paths are relative to the file); flags win.\n\nFlags");
+  // clang-format off
+  flags.add_options()
+      ("config", po::value(&config_path), "job settings in a JSON file")
+      ("model", po::value(&model), "the TorchScript model the plan was made for")
+      ("data", po::value(&data), "training data, torch.save {\"inputs\", \"targets\"}")
+      ("iterations", po::value(&iterations), "minibatches to train")
+      ("optimizer", po::value(&optimizer), "sgd | adam | adamw (default sgd)")
+      ("lr", po::value(&lr), "learning rate (default 0.01)")
+      ("momentum", po::value(&momentum), "SGD momentum (default 0)")
+      ("weight-decay", po::value(&weight_decay), "weight decay (default 0)")
+      ("beta1", po::value(&beta1), "Adam beta1 (default 0.9)")
+      ("beta2", po::value(&beta2), "Adam beta2 (default 0.999)")
+      ("eps", po::value(&eps), "Adam epsilon (default 1e-8)")
+      ("seed", po::value(&seed), "shuffle the samples with this seed (default 0: in order)")
+      ("out", po::value(&out), "write the trained model here (TorchScript)")
+      ("checkpoint-interval", po::value(&checkpoint_interval),
+       "save the weights every N iterations (default 0: never)")
+      ("submission-id", po::value(&submission_id),
+       "your id for this submission: resubmitting it returns the same job")
+      ("name", po::value(&name), "a name to show in `harmony-ctl list`")
+      ("upload-model",
+       "send the model file's bytes instead of its path (daemon on another machine)")
+      ("wait",
+       "follow the job to its end; exit 0 only if it succeeded");
+  // clang-format on
+  AddCommon(flags, common);
+  po::options_description hidden;
+  hidden.add_options()("plan", po::value(&plan_path));
+  po::positional_options_description pos;
+  pos.add("plan", 1);
+  po::variables_map vm;
+  int code = 0;
+  if (!Parse(args, flags, hidden, pos, vm, &code)) return code;
+  if (vm.count("config")) {
+    auto config = harmony::common::JsonConfig::Load(vm["config"].as<std::string>());
+    if (!config.ok()) return Fail(config.status());
+    config->GetPath("plan", &plan_path);
+    config->GetPath("model", &model);
+    config->GetPath("data", &data);
+    config->Get("iterations", &iterations);
+    config->Get("optimizer", &optimizer);
+    config->Get("lr", &lr);
+    config->Get("momentum", &momentum);
+    config->Get("weight_decay", &weight_decay);
+    config->Get("beta1", &beta1);
+    config->Get("beta2", &beta2);
+    config->Get("eps", &eps);
+    config->Get("seed", &seed);
+    config->GetPath("out", &out);
+    config->Get("checkpoint_interval", &checkpoint_interval);
+    config->Get("submission_id", &submission_id);
+    config->Get("name", &name);
+    config->Get("upload_model", &upload);
+    config->Get("wait", &wait);
+    if (absl::Status s = config->Finish(); !s.ok()) {
+      std::cerr << "harmony-ctl: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  po::notify(vm);
+  if (vm.count("wait")) wait = true;
+  if (vm.count("upload-model")) upload = true;
+  if (plan_path.empty() || model.empty() || data.empty() || iterations < 1) {
+    std::cerr << "harmony-ctl: submit needs PLAN, --model, --data and --iterations (>= 1) "
+                 "(see --help)\n";
+    return 2;
+  }
+  harmony::proto::SubmitJobRequest request;
+  auto plan = harmony::common::ReadFileToString(plan_path);
+  if (!plan.ok()) return Fail(plan.status());
+  request.set_plan(*plan);
+  if (upload) {
+    auto bytes = harmony::common::ReadFileToString(model);
+    if (!bytes.ok()) return Fail(bytes.status());
+    request.set_model_bytes(*bytes);
+  } else {
+    request.set_model_path(AbsolutePath(model));
+  }
+  request.set_data_path(AbsolutePath(data));
+  request.set_iterations(static_cast<uint32_t>(iterations));
+  auto* o = request.mutable_optimizer();
+  const std::string kind = absl::AsciiStrToLower(optimizer);
+  if (kind == "sgd") {
+    o->set_kind(harmony::proto::SGD);
+  } else if (kind == "adam") {
+    o->set_kind(harmony::proto::ADAM);
+  } else if (kind == "adamw") {
+    o->set_kind(harmony::proto::ADAMW);
+  } else {
+    std::cerr << "harmony-ctl: unknown optimizer \"" << optimizer
+              << "\"; expected sgd, adam or adamw\n";
+    return 2;
+  }
+  o->set_learning_rate(lr);
+  o->set_momentum(momentum);
+  o->set_weight_decay(weight_decay);
+  o->set_beta1(beta1);
+  o->set_beta2(beta2);
+  o->set_epsilon(eps);
+  request.set_output_path(AbsolutePath(out));
+  request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));
+  request.set_submission_id(submission_id);
+  request.set_seed(seed);
+  request.set_name(name);
+
+  auto client = Connect(common);
+  if (!client.ok()) return Fail(client.status());
+  auto response = (*client)->Submit(request);
+  if (!response.ok()) return Fail(response.status());
+  if (common.json) {
+    std::cout << ToJson(*response) << std::endl;
+  } else {
+    std::cout << response->job_id()
+              << (response->already_submitted() ? " (already submitted with this id)" : "")
+              << std::endl;
+  }
+  if (!wait) return 0;
+  return Watch(**client, response->job_id(), common.json);
+}
+
+void PrintJob(const harmony::proto::Job& j) {
+  std::cout << j.id() << (j.name().empty() ? "" : absl::StrCat(" (", j.name(), ")")) << ": "
+            << StateName(j.state()) << (j.reason().empty() ? "" : ": ") << j.reason() << "\n";
+  std::cout << "  plan: " << j.mode() << " on " << j.num_devices() << " devices of "
+            << FormatBytes(j.device_memory_bytes()) << ", host memory "
+            << FormatBytes(j.host_memory_bytes()) << "\n";
+  std::cout << "  model: " << j.model_path() << " (sha256 " << j.model_sha256().substr(0, 16)
+            << "...)\n  data: " << j.data_path() << "\n";
+  if (!j.output_path().empty()) std::cout << "  output: " << j.output_path() << "\n";
+  if (!j.checkpoint_path().empty()) std::cout << "  checkpoint: " << j.checkpoint_path() << "\n";
+  const auto& o = j.optimizer();
+  std::cout << "  optimizer: " << absl::AsciiStrToLower(harmony::proto::OptimizerKind_Name(o.kind()))
+            << ", lr " << o.learning_rate() << ", " << j.iterations() << " iterations";
+  if (!j.devices().empty()) {
+    std::cout << ", devices " << absl::StrJoin(j.devices(), ",");
+  }
+  std::cout << "\n";
+  if (j.has_progress()) std::cout << "  progress: " << ProgressLine(j.progress(), false) << "\n";
+  std::cout << "  history:\n";
+  for (const auto& c : j.history()) {
+    std::cout << "    " << Clock(c.time()) << "  " << StateName(c.state())
+              << (c.reason().empty() ? "" : "  ") << c.reason() << "\n";
+  }
+}
+
+void PrintList(const std::vector<harmony::proto::Job>& jobs) {
+  if (jobs.empty()) {
+    std::cout << "no jobs\n";
+    return;
+  }
+  std::cout << absl::StrFormat("%-9s %-12s %-10s %-11s %-9s %-8s %-19s %s\n", "JOB", "NAME",
+                               "STATE", "ITERATION", "LOSS", "DEVICES", "SUBMITTED", "REASON");
+  for (const auto& j : jobs) {
+    std::string reason = j.reason();
+    if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+    std::cout << absl::StrFormat(
+        "%-9s %-12s %-10s %-11s %-9s %-8s %-19s %s\n", j.id(), j.name().substr(0, 12),
+        StateName(j.state()),
+        j.has_progress() ? absl::StrCat(j.progress().iteration(), "/", j.iterations())
+                         : absl::StrCat("0/", j.iterations()),
+        j.has_progress() ? absl::StrFormat("%.4f", j.progress().loss()) : "-",
+        j.devices().empty() ? "-" : absl::StrJoin(j.devices(), ","), Clock(j.submitted_at()),
+        reason);
+  }
+}
+
+void PrintDevices(const harmony::proto::GetDevicesResponse& d) {
+  for (const auto& dev : d.devices()) {
+    std::cout << absl::StrFormat("%-7s %10s used of %-10s %s\n", dev.name(),
+                                 FormatBytes(dev.used_bytes()), FormatBytes(dev.memory_bytes()),
+                                 dev.job_id().empty() ? "free" : dev.job_id());
+  }
+  std::cout << "host: " << FormatBytes(d.host_reserved_bytes()) << " reserved by running jobs of "
+            << FormatBytes(d.host_memory_bytes()) << "\n";
+}
+
+// status, list, watch, logs, cancel, devices.
+int Simple(const std::string& command, const std::vector<std::string>& args) {
+  Common common;
+  std::string job;
+  const bool needs_job = command == "watch" || command == "logs" || command == "cancel";
+  po::options_description flags(absl::StrCat(
+      "Usage: harmony-ctl ", command,
+      needs_job ? " JOB" : (command == "status" ? " [JOB]" : ""), " [flags]\n\nFlags"));
+  AddCommon(flags, common);
+  po::options_description hidden;
+  hidden.add_options()("job", po::value(&job));
+  po::positional_options_description pos;
+  if (needs_job || command == "status") pos.add("job", 1);
+  po::variables_map vm;
+  int code = 0;
+  if (!Parse(args, flags, hidden, pos, vm, &code)) return code;
+  po::notify(vm);
+  if (needs_job && job.empty()) {
+    std::cerr << "harmony-ctl: " << command << " needs a JOB id (see `harmony-ctl list`)\n";
+    return 2;
+  }
+  auto connected = Connect(common);
+  if (!connected.ok()) return Fail(connected.status());
+  ExecutorClient& client = **connected;
+
+  if (command == "watch") return Watch(client, job, common.json);
+  if (command == "status" && !job.empty()) {
+    auto j = client.GetJob(job);
+    if (!j.ok()) return Fail(j.status());
+    if (common.json) {
+      std::cout << ToJson(*j) << std::endl;
+    } else {
+      PrintJob(*j);
+    }
+    return 0;
+  }
+  if (command == "cancel") {
+    auto j = client.Cancel(job);
+    if (!j.ok()) return Fail(j.status());
+    if (common.json) {
+      std::cout << ToJson(*j) << std::endl;
+    } else {
+      std::cout << j->id() << " " << StateName(j->state()) << (j->reason().empty() ? "" : ": ")
+                << j->reason() << "\n";
+    }
+    return 0;
+  }
+  if (command == "logs") {
+    auto lines = client.Logs(job);
+    if (!lines.ok()) return Fail(lines.status());
+    for (const std::string& line : *lines) std::cout << line << "\n";
+    return 0;
+  }
+  if (command == "list") {
+    auto jobs = client.ListJobs();
+    if (!jobs.ok()) return Fail(jobs.status());
+    if (common.json) {
+      harmony::proto::ListJobsResponse r;
+      for (auto& j : *jobs) *r.add_jobs() = j;
+      std::cout << ToJson(r) << std::endl;
+    } else {
+      PrintList(*jobs);
+    }
+    return 0;
+  }
+  // devices, and status without a job: the devices and a count of jobs.
+  auto devices = client.Devices();
+  if (!devices.ok()) return Fail(devices.status());
+  if (command == "devices") {
+    if (common.json) {
+      std::cout << ToJson(*devices) << std::endl;
+    } else {
+      PrintDevices(*devices);
+    }
+    return 0;
+  }
+  auto jobs = client.ListJobs();
+  if (!jobs.ok()) return Fail(jobs.status());
+  std::map<int, int> by_state;
+  for (const auto& j : *jobs) ++by_state[j.state()];
+  if (common.json) {
+    std::cout << "{\"address\": \"" << client.address() << "\", \"jobs\": {";
+    bool first = true;
+    for (const auto& [state, n] : by_state) {
+      std::cout << (first ? "" : ", ") << "\"" << StateName(state) << "\": " << n;
+      first = false;
+    }
+    std::cout << "}}" << std::endl;
+    return 0;
+  }
+  std::cout << "daemon at " << client.address() << "\n";
+  PrintDevices(*devices);
+  std::vector<std::string> counts;
+  for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", StateName(state)));
+  std::cout << "jobs: " << (counts.empty() ? "none" : absl::StrJoin(counts, ", ")) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "submit") return Submit(args);
+  if (command == "status" || command == "list" || command == "watch" || command == "logs" ||
+      command == "cancel" || command == "devices") {
+    return Simple(command, args);
+  }
+  std::cerr << "harmony-ctl: unknown command \"" << command << "\"\n" << kUsage;
+  return 2;
+}
