@@ -214,6 +214,7 @@ int Watch(ExecutorClient& client, const std::string& id, bool json) {
       last_state = e.state_change().state();
       last_reason = e.state_change().reason();
     }
+    return true;
   });
   if (bar_open) std::cout << "\n";
   if (!s.ok()) return Fail(s);

@@ -21,6 +21,7 @@ PACKAGES=(
   libgtest-dev                  # GoogleTest
   libgmock-dev                  # GoogleMock
   libssl-dev                    # libcrypto (SHA-256)
+  openssl                       # the daemon test makes a TLS certificate
 )
 
 check_only=0

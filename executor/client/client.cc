@@ -120,7 +120,7 @@ absl::StatusOr<proto::GetDevicesResponse> ExecutorClient::Devices() {
 }
 
 absl::Status ExecutorClient::Watch(const std::string& id,
-                                   const std::function<void(const proto::JobEvent&)>& on_event) {
+                                   const std::function<bool(const proto::JobEvent&)>& on_event) {
   if (absl::Status s = impl_->Connect(); !s.ok()) return s;
   grpc::ClientContext context;
   impl_->Prepare(&context, false);
@@ -129,7 +129,15 @@ absl::Status ExecutorClient::Watch(const std::string& id,
   std::unique_ptr<grpc::ClientReader<proto::JobEvent>> reader =
       impl_->stub->WatchJob(&context, request);
   proto::JobEvent event;
-  while (reader->Read(&event)) on_event(event);
+  while (reader->Read(&event)) {
+    if (!on_event(event)) {
+      context.TryCancel();
+      while (reader->Read(&event)) {
+      }
+      (void)reader->Finish();
+      return absl::OkStatus();
+    }
+  }
   return impl_->FromGrpc(reader->Finish());
 }
 

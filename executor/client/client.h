@@ -43,10 +43,11 @@ class ExecutorClient {
   absl::StatusOr<proto::Job> Cancel(const std::string& id);
   absl::StatusOr<std::vector<std::string>> Logs(const std::string& id);
   absl::StatusOr<proto::GetDevicesResponse> Devices();
-  // Calls `on_event` with each event until the job ends (OK) or the stream
-  // breaks (its error).
+  // Calls `on_event` with each event until the job ends (OK), `on_event`
+  // returns false (OK, the stream is closed), or the stream breaks (its
+  // error).
   absl::Status Watch(const std::string& id,
-                     const std::function<void(const proto::JobEvent&)>& on_event);
+                     const std::function<bool(const proto::JobEvent&)>& on_event);
 
   const std::string& address() const;
 

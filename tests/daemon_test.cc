@@ -1,0 +1,499 @@
+// The harmony-exec daemon end to end: real daemons started by the test on
+// loopback, driven through the harmony-ctl binary (and the client library
+// where a test needs the exact gRPC code or many concurrent calls).
+//
+// Covered: submit --wait and the trained model equal to `harmony-exec run`'s;
+// cancel of a running job, after which a job gets all the memory; FIFO
+// order; kill -9 and restart on the same state dir; each bad input with its
+// code while the daemon keeps serving; tokens; TLS; a load test; the example
+// configs in configs/.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/files.h"
+#include "executor/client/client.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/run_command.h"
+
+namespace harmony {
+namespace {
+
+using testing::RunCommand;
+
+const char kZoo[] = "zoo/harmony-zoo";
+const char kPlan[] = "planner/harmony-plan";
+const char kExec[] = "executor/harmony-exec";
+const char kCtl[] = "executor/harmony-ctl";
+
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// A daemon process of the test. Its output is read by a thread (so the pipe
+// never fills); Start returns once it says where it listens, or has exited.
+class Daemon {
+ public:
+  static std::unique_ptr<Daemon> Start(const std::string& flags) {
+    auto d = std::unique_ptr<Daemon>(new Daemon);
+    int fds[2];
+    if (pipe(fds) != 0) return nullptr;
+    const std::string command = absl::StrCat("exec ", kExec, " ", flags, " 2>&1");
+    d->pid_ = fork();
+    if (d->pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    d->fd_ = fds[0];
+    d->reader_ = std::thread([raw = d.get()] { raw->Read(); });
+    d->ready_.WaitForNotification();
+    return d;
+  }
+
+  ~Daemon() {
+    if (!exited_) Signal(SIGKILL);
+    Wait();
+  }
+
+  // "127.0.0.1:PORT", or empty when it exited without listening.
+  const std::string& address() const { return address_; }
+  std::string output() const {
+    absl::MutexLock lock(&mu_);
+    return output_;
+  }
+
+  void Signal(int sig) { kill(pid_, sig); }
+
+  // The exit code (-signal when killed).
+  int Wait() {
+    if (!exited_) {
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      exited_ = true;
+      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    if (reader_.joinable()) reader_.join();
+    return code_;
+  }
+
+  std::string Ctl(const std::string& args) const {
+    return absl::StrCat(kCtl, " ", args, " --address ", address_);
+  }
+
+ private:
+  Daemon() = default;
+
+  void Read() {
+    char buffer[4096];
+    const std::string marker = "listening on ";
+    while (true) {
+      const ssize_t n = read(fd_, buffer, sizeof buffer);
+      if (n <= 0) break;
+      absl::MutexLock lock(&mu_);
+      output_.append(buffer, n);
+      const size_t at = output_.find(marker);
+      if (!ready_.HasBeenNotified() && at != std::string::npos) {
+        const size_t end = output_.find(' ', at + marker.size());
+        if (end != std::string::npos) {
+          address_ = output_.substr(at + marker.size(), end - at - marker.size());
+          ready_.Notify();
+        }
+      }
+    }
+    close(fd_);
+    if (!ready_.HasBeenNotified()) ready_.Notify();
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::thread reader_;
+  absl::Notification ready_;
+  std::string address_;
+  mutable absl::Mutex mu_;
+  std::string output_;
+  bool exited_ = false;
+  int code_ = 0;
+};
+
+executor::ClientOptions ClientFor(const Daemon& d) {
+  executor::ClientOptions o;
+  o.address = d.address();
+  return o;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  // One model, its data, a profile and plans for every test.
+  static void SetUpTestSuite() {
+    ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 2 --width 32 --seq-len 16 --vocab 64 "
+                                            "--samples 32 -o ", Tmp("g.pt"), " --data ",
+                                      Tmp("g_data.pt")))
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 2 --width 24 --seq-len 8 --vocab 64 "
+                                            "--samples 32 -o ", Tmp("other.pt"), " --data ",
+                                      Tmp("other_data.pt")))
+                  .exit_code,
+              0);
+    auto r = RunCommand(absl::StrCat(kPlan, " profile ", Tmp("g.pt"), " --sample-input ",
+                                     Tmp("g_data.pt"), " --devices cpu:2x256MiB "
+                                     "--max-microbatch 8 --profile-out ", Tmp("g.profile.json")));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const auto& [name, gpus, memory] :
+         std::vector<std::tuple<std::string, int, std::string>>{
+             {"plan2", 2, "1MiB"}, {"plan1", 1, "1MiB"}, {"plan4", 4, "1MiB"},
+             {"plan_big", 2, "4MiB"}}) {
+      r = RunCommand(absl::StrCat(kPlan, " ", Tmp("g.pt"), " --profile ", Tmp("g.profile.json"),
+                                  " --gpus ", gpus, " --device-memory ", memory,
+                                  " --minibatch 8 -o ", Tmp(name + ".pb")));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+  }
+
+  // harmony-ctl submit of the test model with `plan` and extra flags.
+  static std::string Submit(const Daemon& d, const std::string& plan, const std::string& flags) {
+    return d.Ctl(absl::StrCat("submit ", Tmp(plan + ".pb"), " --model ", Tmp("g.pt"),
+                              " --data ", Tmp("g_data.pt"), " ", flags));
+  }
+
+  static std::string StartFlags(const std::string& state, const std::string& devices) {
+    return absl::StrCat("--listen 127.0.0.1:0 --devices ", devices, " --state-dir ", Tmp(state));
+  }
+
+  // Blocks (no sleeping) until the job has reported an iteration.
+  static void WaitUntilTraining(const Daemon& d, const std::string& id) {
+    auto client = executor::ExecutorClient::Create(ClientFor(d));
+    bool trained = false;
+    absl::Status s = client->Watch(id, [&](const proto::JobEvent& e) {
+      trained = e.has_progress() && e.progress().iteration() >= 1;
+      return !trained;
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(trained);
+  }
+
+  static nlohmann::json Json(const std::string& command) {
+    auto r = RunCommand(command);
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
+    return nlohmann::json::parse(r.output);
+  }
+};
+
+std::string FirstLine(const std::string& text) {
+  return std::string(text.substr(0, text.find('\n')));
+}
+
+TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
+  auto d = Daemon::Start(StartFlags("same", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  const std::string settings = "--iterations 4 --optimizer adam --lr 0.01 --weight-decay 0.01";
+  auto r = RunCommand(Submit(*d, "plan2", absl::StrCat(settings, " --wait --name same --out ",
+                                                       Tmp("daemon_trained.pt"))));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "SUCCEEDED")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "iteration 4/4")) << r.output;
+
+  r = RunCommand(absl::StrCat(kExec, " run ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
+                              " --data ", Tmp("g_data.pt"), " --devices cpu:2x1MiB ", settings,
+                              " --out ", Tmp("run_trained.pt")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  torch::jit::Module a = torch::jit::load(Tmp("daemon_trained.pt"));
+  torch::jit::Module b = torch::jit::load(Tmp("run_trained.pt"));
+  torch::jit::Module original = torch::jit::load(Tmp("g.pt"));
+  auto pa = a.named_parameters();
+  auto pb = b.named_parameters().begin();
+  auto po = original.named_parameters().begin();
+  int compared = 0;
+  for (const auto& p : pa) {
+    EXPECT_EQ(p.name, (*pb).name);
+    EXPECT_TRUE(torch::equal(p.value, (*pb).value)) << p.name;
+    EXPECT_FALSE(torch::equal(p.value, (*po).value)) << p.name << " did not train";
+    ++pb;
+    ++po;
+    ++compared;
+  }
+  EXPECT_GT(compared, 4);
+
+  // What the job looks like afterwards.
+  nlohmann::json job = Json(d->Ctl("status job-1 --json"));
+  EXPECT_EQ(job["state"], "SUCCEEDED");
+  EXPECT_EQ(job["progress"]["iteration"], 4);
+  EXPECT_EQ(job["optimizer"]["kind"], "ADAM");
+  EXPECT_EQ(job["history"].size(), 3u);
+  r = RunCommand(d->Ctl("list"));
+  EXPECT_TRUE(absl::StrContains(r.output, "job-1")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "same")) << r.output;
+  r = RunCommand(d->Ctl("logs job-1"));
+  EXPECT_TRUE(absl::StrContains(r.output, "iteration 4/4 loss")) << r.output;
+  // The daemon logged each job event.
+  EXPECT_TRUE(absl::StrContains(d->output(), "job-1 SUCCEEDED")) << d->output();
+  d->Signal(SIGTERM);
+  EXPECT_EQ(d->Wait(), 0) << d->output();
+}
+
+TEST_F(DaemonTest, CancelFreesTheMemoryAndQueuedJobsRunInOrder) {
+  auto d = Daemon::Start(StartFlags("cancel", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  // A runs until cancelled; B and C wait behind it, in order.
+  ASSERT_EQ(FirstLine(RunCommand(Submit(*d, "plan2", "--iterations 1000000")).output), "job-1");
+  ASSERT_EQ(FirstLine(RunCommand(Submit(*d, "plan2", "--iterations 3")).output), "job-2");
+  ASSERT_EQ(FirstLine(RunCommand(Submit(*d, "plan1", "--iterations 2")).output), "job-3");
+  WaitUntilTraining(*d, "job-1");
+  nlohmann::json devices = Json(d->Ctl("devices --json"));
+  EXPECT_EQ(devices["devices"][0]["job_id"], "job-1");
+  EXPECT_EQ(devices["devices"][1]["job_id"], "job-1");
+  EXPECT_EQ(Json(d->Ctl("status job-2 --json"))["state"], "QUEUED");
+
+  auto r = RunCommand(d->Ctl("cancel job-1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "CANCEL")) << r.output;
+  r = RunCommand(d->Ctl("watch job-1"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // Watch of a job that did not succeed.
+  EXPECT_TRUE(absl::StrContains(r.output, "CANCELLED")) << r.output;
+
+  // B then C, each after the one before it ended; B (both devices) got all
+  // the memory A had.
+  r = RunCommand(d->Ctl("watch job-3"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json a = Json(d->Ctl("status job-1 --json"));
+  nlohmann::json b = Json(d->Ctl("status job-2 --json"));
+  nlohmann::json c = Json(d->Ctl("status job-3 --json"));
+  EXPECT_EQ(a["state"], "CANCELLED");
+  EXPECT_EQ(b["state"], "SUCCEEDED") << b.dump();
+  EXPECT_EQ(c["state"], "SUCCEEDED") << c.dump();
+  std::vector<std::string> states;
+  for (const auto& h : a["history"]) states.push_back(h["state"]);
+  EXPECT_EQ(states, (std::vector<std::string>{"QUEUED", "RUNNING", "CANCELLING", "CANCELLED"}));
+  auto client = executor::ExecutorClient::Create(ClientFor(*d));
+  auto when = [&](const std::string& id, int k) {  // Of the k-th state change; -1: last.
+    proto::Job job = *client->GetJob(id);
+    const auto& t = job.history(k < 0 ? job.history_size() - 1 : k).time();
+    return t.seconds() * 1000000000 + t.nanos();
+  };
+  EXPECT_GE(when("job-2", 1), when("job-1", -1));
+  EXPECT_GE(when("job-3", 1), when("job-2", -1));
+  EXPECT_EQ(b["devices"].size(), 2u);
+  devices = Json(d->Ctl("devices --json"));
+  EXPECT_FALSE(devices.contains("host_reserved_bytes")) << devices.dump();  // 0: unset.
+  for (const auto& dev : devices["devices"]) {
+    EXPECT_FALSE(dev.contains("job_id")) << dev.dump();
+    EXPECT_FALSE(dev.contains("used_bytes")) << dev.dump();
+  }
+}
+
+TEST_F(DaemonTest, Kill9AndRestartKeepTheRecords) {
+  const std::string flags = StartFlags("restart", "cpu:2x1MiB");
+  {
+    auto d = Daemon::Start(flags);
+    ASSERT_FALSE(d->address().empty()) << d->output();
+    ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--iterations 2 --wait")).exit_code, 0);
+    ASSERT_EQ(FirstLine(RunCommand(Submit(*d, "plan2", "--iterations 1000000")).output),
+              "job-2");
+    WaitUntilTraining(*d, "job-2");
+    d->Signal(SIGKILL);
+    EXPECT_EQ(d->Wait(), -SIGKILL);
+  }
+  auto d = Daemon::Start(flags);
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  nlohmann::json list = Json(d->Ctl("list --json"));
+  ASSERT_EQ(list["jobs"].size(), 2u) << list.dump();
+  EXPECT_EQ(list["jobs"][0]["state"], "SUCCEEDED");
+  EXPECT_EQ(list["jobs"][0]["progress"]["iteration"], 2);
+  EXPECT_EQ(list["jobs"][1]["state"], "FAILED");
+  EXPECT_EQ(list["jobs"][1]["reason"], "daemon restarted");
+  EXPECT_TRUE(absl::StrContains(d->output(), "job-2 FAILED: daemon restarted")) << d->output();
+  // And it serves: a new job gets the next id and runs.
+  auto r = RunCommand(Submit(*d, "plan2", "--iterations 1 --wait"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(FirstLine(r.output), "job-3");
+}
+
+TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
+  auto d = Daemon::Start(absl::StrCat(StartFlags("bad", "cpu:2x1MiB"),
+                                      " --max-queued 1 --max-message-size 16KiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  auto client = executor::ExecutorClient::Create(ClientFor(*d));
+  proto::SubmitJobRequest good;
+  good.set_plan(*common::ReadFileToString(Tmp("plan2.pb")));
+  good.set_model_path(Tmp("g.pt"));
+  good.set_data_path(Tmp("g_data.pt"));
+  good.set_iterations(1);
+  good.mutable_optimizer()->set_learning_rate(0.01);
+  auto code = [&](const proto::SubmitJobRequest& r) { return client->Submit(r).status().code(); };
+
+  proto::SubmitJobRequest r = good;
+  r.set_plan("not a plan");
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = good;
+  r.set_iterations(0);
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = good;
+  r.set_model_path(Tmp("other.pt"));
+  EXPECT_EQ(code(r), absl::StatusCode::kFailedPrecondition);
+  r = good;
+  r.set_plan(*common::ReadFileToString(Tmp("plan4.pb")));
+  EXPECT_EQ(code(r), absl::StatusCode::kFailedPrecondition);
+  r = good;
+  r.set_plan(*common::ReadFileToString(Tmp("plan_big.pb")));
+  EXPECT_EQ(code(r), absl::StatusCode::kFailedPrecondition);
+  r = good;
+  r.set_data_path(Tmp("no_data.pt"));
+  EXPECT_EQ(code(r), absl::StatusCode::kNotFound);
+  r = good;
+  r.set_model_bytes(*common::ReadFileToString(Tmp("g.pt")));  // Over 16 KiB.
+  EXPECT_EQ(code(r), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(client->GetJob("job-42").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client->Cancel("job-42").status().code(), absl::StatusCode::kNotFound);
+
+  // The same through harmony-ctl: one line, a non-zero exit.
+  auto out = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ",
+                                            Tmp("other.pt"), " --data ", Tmp("g_data.pt"),
+                                            " --iterations 1")));
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(out.output, "is not the one the plan was made for"))
+      << out.output;
+  out = RunCommand(d->Ctl("status job-42"));
+  EXPECT_EQ(out.exit_code, 4);
+  EXPECT_EQ(out.output, "harmony-ctl: no job job-42\n");
+  out = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
+                                       " --data ", Tmp("other_data.pt"),
+                                       " --iterations 1 --wait")));
+  EXPECT_EQ(out.exit_code, 1) << out.output;  // Another model's data: the job fails.
+  EXPECT_TRUE(absl::StrContains(out.output, "FAILED")) << out.output;
+
+  // Queue full: one running, one waiting, the next refused.
+  ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--iterations 1000000")).exit_code, 0);
+  ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--iterations 1")).exit_code, 0);
+  EXPECT_EQ(code(good), absl::StatusCode::kResourceExhausted);
+  auto jobs = *client->ListJobs();
+  for (const auto& j : jobs) {
+    if (j.state() == proto::QUEUED || j.state() == proto::RUNNING) {
+      ASSERT_TRUE(client->Cancel(j.id()).ok());
+    }
+  }
+  // Still serving: a good job succeeds.
+  out = RunCommand(Submit(*d, "plan2", "--iterations 2 --wait"));
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  out = RunCommand(Submit(*d, "plan2", "--iterations 0"));
+  EXPECT_EQ(out.exit_code, 2) << out.output;
+  out = RunCommand(absl::StrCat(kCtl, " list --address 127.0.0.1:1"));
+  EXPECT_EQ(out.exit_code, 3);
+  EXPECT_TRUE(absl::StrContains(out.output, "daemon unreachable at 127.0.0.1:1")) << out.output;
+}
+
+TEST_F(DaemonTest, TokensAndTls) {
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("token"), "s3cret\n").ok());
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("wrong_token"), "guess").ok());
+  // Not loopback and no token: refused before listening.
+  auto open = Daemon::Start("--listen 0.0.0.0:0 --devices cpu:1x1MiB --state-dir " +
+                            Tmp("open"));
+  EXPECT_EQ(open->Wait(), 1);
+  EXPECT_TRUE(absl::StrContains(open->output(), "without a token")) << open->output();
+
+  auto r = RunCommand(absl::StrCat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+      "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ",
+      Tmp("key.pem"), " -out ", Tmp("cert.pem")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto d = Daemon::Start(absl::StrCat(StartFlags("tls", "cpu:2x1MiB"), " --auth-token-file ",
+                                      Tmp("token"), " --tls-cert ", Tmp("cert.pem"),
+                                      " --tls-key ", Tmp("key.pem")));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  const std::string tls = absl::StrCat(" --tls-ca ", Tmp("cert.pem"));
+  r = RunCommand(d->Ctl("list" + tls));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "needs a token")) << r.output;
+  r = RunCommand(d->Ctl(absl::StrCat("list", tls, " --token-file ", Tmp("wrong_token"))));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "wrong token")) << r.output;
+  r = RunCommand(d->Ctl(absl::StrCat("watch job-1", tls, " --token-file ", Tmp("wrong_token"))));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  // Plain text to a TLS daemon does not get through.
+  r = RunCommand(d->Ctl(absl::StrCat("list --token-file ", Tmp("token"))));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  r = RunCommand(Submit(*d, "plan2", absl::StrCat("--iterations 2 --wait", tls, " --token-file ",
+                                                  Tmp("token"), " --upload-model")));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(d->Ctl(absl::StrCat("status job-1", tls, " --token-file ", Tmp("token"))));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "SUCCEEDED")) << r.output;
+}
+
+TEST_F(DaemonTest, StatusCallsUnderLoadWhileAJobRuns) {
+  auto d = Daemon::Start(StartFlags("load", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  ASSERT_EQ(FirstLine(RunCommand(Submit(*d, "plan2", "--iterations 1000000")).output), "job-1");
+  WaitUntilTraining(*d, "job-1");
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&] {
+      auto client = executor::ExecutorClient::Create(ClientFor(*d));
+      for (int i = 0; i < 25; ++i) {
+        auto job = client->GetJob("job-1");
+        (job.ok() && job->state() == proto::RUNNING ? ok : failed)++;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 200);
+  EXPECT_EQ(failed.load(), 0);
+  auto client = executor::ExecutorClient::Create(ClientFor(*d));
+  ASSERT_TRUE(client->Cancel("job-1").ok());
+}
+
+TEST_F(DaemonTest, TheExampleConfigsWork) {
+  // The 4-device daemon, on a free port and a temporary state dir.
+  auto d = Daemon::Start(absl::StrCat("--config configs/daemon-4dev.json --listen 127.0.0.1:0 "
+                                      "--state-dir ",
+                                      Tmp("configs")));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  nlohmann::json devices = Json(d->Ctl("devices --json"));
+  ASSERT_EQ(devices["devices"].size(), 4u);
+  EXPECT_EQ(devices["devices"][3]["memory_bytes"], std::to_string(2ull << 30));
+  // The demo's job, with this test's files.
+  auto r = RunCommand(d->Ctl(absl::StrCat("submit --config configs/demo-job.json ",
+                                          Tmp("plan2.pb"), " --model ", Tmp("g.pt"), " --data ",
+                                          Tmp("g_data.pt"), " --out ", Tmp("demo_job.pt"),
+                                          " --wait")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json job = Json(d->Ctl("status job-1 --json"));
+  EXPECT_EQ(job["name"], "demo-gpt");
+  EXPECT_EQ(job["iterations"], 10);
+  EXPECT_EQ(job["optimizer"]["kind"], "ADAMW");
+  EXPECT_TRUE(absl::EndsWith(job["checkpoint_path"].get<std::string>(), "job-1.pt"));
+
+  // Mistakes in settings files name the key.
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("typo.json"), R"({"iters": 3})").ok());
+  r = RunCommand(d->Ctl(absl::StrCat("submit --config ", Tmp("typo.json"))));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "unknown key \"iters\"")) << r.output;
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("daemon_bad.json"), R"({"max_queued": "ten"})")
+                  .ok());
+  auto bad = Daemon::Start(absl::StrCat("--config ", Tmp("daemon_bad.json")));
+  EXPECT_EQ(bad->Wait(), 1);
+  EXPECT_TRUE(absl::StrContains(bad->output(), "key \"max_queued\" must be an integer"))
+      << bad->output();
+}
+
+}  // namespace
+}  // namespace harmony
