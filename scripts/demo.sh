@@ -4,9 +4,11 @@
 # Builds the tools, writes a zoo GPT model and its data, trains it a few
 # steps with the plain LibTorch loop, splits it into vLayers and profiles
 # them on two virtual 256 MiB devices, plans its schedule for two 2 MiB
-# devices, and trains it with that plan on two virtual 2 MiB devices
-# (harmony-exec run), swapping as planned. With harmony-ctl (issue 6) this
-# grows into plan -> daemon -> submit -> watch.
+# devices, trains it with that plan on two virtual 2 MiB devices
+# (harmony-exec run), swapping as planned, and then does the same the way a
+# cluster user would: starts the harmony-exec daemon, submits the job with
+# harmony-ctl (configs/demo-job.json), watches it to the end, lists the
+# jobs, and stops the daemon.
 #
 #   scripts/demo.sh [--out DIR]     (default DIR: ./demo-out)
 set -euo pipefail
@@ -18,7 +20,7 @@ mkdir -p "$out"
 scripts/setup.sh
 echo "demo: building (the first build takes about 7 minutes on 2 cores)"
 bazel build //zoo:harmony-zoo //zoo:harmony-train-reference //planner:harmony-plan \
-  //executor:harmony-exec
+  //executor:harmony-exec //executor:harmony-ctl
 
 echo
 echo "demo: 1. write a GPT model (4 blocks) and 64 samples of token data"
@@ -52,6 +54,37 @@ bazel-bin/executor/harmony-exec run "$out/gpt.plan.pb" --model "$out/gpt.pt" \
   --data "$out/gpt_data.pt" --iterations 10 --devices cpu:2x2MiB --optimizer adamw \
   --lr 0.003 --out "$out/gpt_harmony.pt" --metrics "$out/gpt.metrics.jsonl" \
   --trace "$out/gpt.exec_trace.json"
+
+echo
+echo "demo: 7. the daemon: start harmony-exec on 2 virtual 2 MiB devices, submit the job"
+echo "         with harmony-ctl, watch it train, list the jobs, stop the daemon"
+rm -rf "$out/harmony-state"
+bazel-bin/executor/harmony-exec --listen 127.0.0.1:0 --devices cpu:2x2MiB \
+  --state-dir "$out/harmony-state" >"$out/daemon.log" 2>&1 &
+daemon=$!
+trap 'kill "$daemon" 2>/dev/null || true' EXIT
+address=""
+for _ in $(seq 1 300); do  # Up to 30 s for it to say where it listens.
+  address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$out/daemon.log" | head -1)
+  if [[ -n "$address" ]] || ! kill -0 "$daemon" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+if [[ -z "$address" ]]; then
+  echo "demo: the daemon did not start:"; cat "$out/daemon.log"; exit 1
+fi
+head -1 "$out/daemon.log"
+ctl() { bazel-bin/executor/harmony-ctl "$@" --address "$address"; }
+job=$(ctl submit --config configs/demo-job.json "$out/gpt.plan.pb" --model "$out/gpt.pt" \
+  --data "$out/gpt_data.pt" --out "$out/gpt_daemon.pt")
+echo "submitted $job"
+ctl watch "$job"
+ctl list
+ctl devices
+kill -TERM "$daemon"
+wait "$daemon" || true
+trap - EXIT
+echo "daemon log ($out/daemon.log):"
+sed 's/^/  /' "$out/daemon.log"
 
 echo
 echo "demo: done; files in $out/"
