@@ -309,11 +309,28 @@ TEST(JobManagerTest, AFailingJobLeavesTheOthersAlone) {
   JobSpec bad = Spec(Plan(2), 2);
   bad.data_path = Tmp("wrong.pt");
   const std::string b = manager->Submit(bad)->job_id;
+  // A learning rate that makes the loss overflow: the job fails with it.
+  JobSpec diverging = Spec(Plan(2), 100);
+  diverging.optimizer.learning_rate = 1e30;
+  const std::string n = manager->Submit(diverging)->job_id;
   const std::string g = manager->Submit(Spec(Plan(2), 2))->job_id;
+  auto rn = *manager->WaitForEnd(n);
+  EXPECT_EQ(rn.state, JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(rn.reason, "the loss is")) << rn.reason;
   auto rb = *manager->WaitForEnd(b);
   EXPECT_EQ(rb.state, JobState::kFailed);
   EXPECT_TRUE(absl::StrContains(rb.reason, "the plan expects")) << rb.reason;
   EXPECT_EQ(manager->WaitForEnd(g)->state, JobState::kSucceeded);
+
+  // Devices too small for what the plan claims: out of memory, that job only.
+  JobManagerOptions tiny = Options("failing_oom", 2);
+  tiny.devices.capacity = 16 << 10;
+  auto small = *JobManager::Create(tiny);
+  const std::string o = small->Submit(Spec(Plan(2, 16 << 10), 2))->job_id;
+  auto ro = *small->WaitForEnd(o);
+  EXPECT_EQ(ro.state, JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(ro.reason, "out of memory")) << ro.reason;
+  EXPECT_EQ(small->Devices().host_reserved_bytes, 0u);
 }
 
 TEST(JobManagerTest, RecordsSurviveTheManager) {
