@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,26 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  run    train a plan from harmony-plan on local devices and exit\n"
     "         (`harmony-exec run --help` lists its flags)\n";
+
+// Parses `args`; nullopt to go on, else the exit code (after --help, or a
+// parse error).
+std::optional<int> ParseFlags(const std::vector<std::string>& args,
+                              const po::options_description& shown,
+                              const po::options_description& all,
+                              const po::positional_options_description& positional,
+                              po::variables_map& vm) {
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  } catch (const po::error& e) {
+    std::cerr << "harmony-exec: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << shown;
+    return 0;
+  }
+  return std::nullopt;
+}
 
 int Fail(const absl::Status& status) {
   std::cerr << "harmony-exec: " << status.message() << "\n";
@@ -100,17 +121,8 @@ int Run(const std::vector<std::string>& args) {
   po::positional_options_description positional;
   positional.add("plan", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "harmony-exec: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << flags;
-    return 0;
-  }
+  if (auto code = ParseFlags(args, flags, all, positional, vm)) return *code;
+  po::notify(vm);
   if (plan_path.empty() || model.empty() || data.empty() || iterations < 1 ||
       devices_text.empty()) {
     std::cerr << "harmony-exec: run needs PLAN, --model, --data, --iterations (>= 1) and "
@@ -266,15 +278,8 @@ int Serve(const std::vector<std::string>& args) {
        "largest request, uploaded models included (default 256MiB)");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(flags).run(), vm);
-  } catch (const po::error& e) {
-    std::cerr << "harmony-exec: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << flags;
-    return 0;
+  if (auto code = ParseFlags(args, flags, flags, po::positional_options_description(), vm)) {
+    return *code;
   }
   if (vm.count("config")) {
     auto config = harmony::common::JsonConfig::Load(vm["config"].as<std::string>());

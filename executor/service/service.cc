@@ -1,6 +1,7 @@
 #include "executor/service/service.h"
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -276,75 +277,63 @@ absl::Status ExecutorService::Authenticate(const grpc::CallbackServerContext* co
   return absl::OkStatus();
 }
 
+grpc::ServerUnaryReactor* ExecutorService::Answer(grpc::CallbackServerContext* context,
+                                                  const std::function<absl::Status()>& work) {
+  auto* reactor = context->DefaultReactor();
+  absl::Status status = Authenticate(context);
+  if (status.ok()) status = work();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ExecutorService::SubmitJob(grpc::CallbackServerContext* context,
                                                      const proto::SubmitJobRequest* request,
                                                      proto::SubmitJobResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  absl::Status status = Authenticate(context);
-  if (status.ok()) {
+  return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<JobSpec> spec = FromProto(*request, options_.max_model_bytes);
-    status = spec.status();
-    if (status.ok()) {
-      absl::StatusOr<SubmitResult> result = manager_->Submit(*std::move(spec));
-      status = result.status();
-      if (result.ok()) {
-        response->set_job_id(result->job_id);
-        response->set_already_submitted(result->already_submitted);
-      }
-    }
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<SubmitResult> result = manager_->Submit(*std::move(spec));
+    if (!result.ok()) return result.status();
+    response->set_job_id(result->job_id);
+    response->set_already_submitted(result->already_submitted);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ExecutorService::GetJob(grpc::CallbackServerContext* context,
                                                   const proto::GetJobRequest* request,
                                                   proto::Job* response) {
-  auto* reactor = context->DefaultReactor();
-  absl::Status status = Authenticate(context);
-  if (status.ok()) {
+  return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<JobRecord> job = manager_->Get(request->job_id());
-    status = job.status();
     if (job.ok()) ToProto(*job, response);
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    return job.status();
+  });
 }
 
 grpc::ServerUnaryReactor* ExecutorService::ListJobs(grpc::CallbackServerContext* context,
                                                     const proto::ListJobsRequest* request,
                                                     proto::ListJobsResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  absl::Status status = Authenticate(context);
-  if (status.ok()) {
+  return Answer(context, [&]() -> absl::Status {
     std::vector<JobState> states;
     for (int s : request->states()) {
       if (s < proto::QUEUED || s > proto::CANCELLED) {
-        status = absl::InvalidArgumentError(absl::StrCat("unknown job state ", s));
-        break;
+        return absl::InvalidArgumentError(absl::StrCat("unknown job state ", s));
       }
       states.push_back(static_cast<JobState>(s - proto::QUEUED));
     }
-    if (status.ok()) {
-      for (const JobRecord& r : manager_->List(states)) ToProto(r, response->add_jobs());
-    }
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    for (const JobRecord& r : manager_->List(states)) ToProto(r, response->add_jobs());
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ExecutorService::CancelJob(grpc::CallbackServerContext* context,
                                                      const proto::CancelJobRequest* request,
                                                      proto::Job* response) {
-  auto* reactor = context->DefaultReactor();
-  absl::Status status = Authenticate(context);
-  if (status.ok()) {
+  return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<JobRecord> job = manager_->Cancel(request->job_id());
-    status = job.status();
     if (job.ok()) ToProto(*job, response);
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    return job.status();
+  });
 }
 
 grpc::ServerWriteReactor<proto::JobEvent>* ExecutorService::WatchJob(
@@ -363,9 +352,7 @@ grpc::ServerWriteReactor<proto::JobEvent>* ExecutorService::WatchJob(
 grpc::ServerUnaryReactor* ExecutorService::GetDevices(grpc::CallbackServerContext* context,
                                                       const proto::GetDevicesRequest*,
                                                       proto::GetDevicesResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  absl::Status status = Authenticate(context);
-  if (status.ok()) {
+  return Answer(context, [&]() -> absl::Status {
     DevicesStatus devices = manager_->Devices();
     for (const DeviceStatus& d : devices.devices) {
       proto::Device* out = response->add_devices();
@@ -378,25 +365,19 @@ grpc::ServerUnaryReactor* ExecutorService::GetDevices(grpc::CallbackServerContex
     }
     response->set_host_memory_bytes(devices.host_memory_bytes);
     response->set_host_reserved_bytes(devices.host_reserved_bytes);
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ExecutorService::GetJobLogs(grpc::CallbackServerContext* context,
                                                       const proto::GetJobLogsRequest* request,
                                                       proto::GetJobLogsResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  absl::Status status = Authenticate(context);
-  if (status.ok()) {
+  return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<std::vector<std::string>> lines = manager_->Logs(request->job_id());
-    status = lines.status();
-    if (lines.ok()) {
-      for (std::string& line : *lines) response->add_lines(std::move(line));
-    }
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+    if (!lines.ok()) return lines.status();
+    for (std::string& line : *lines) response->add_lines(std::move(line));
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace harmony::executor

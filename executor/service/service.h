@@ -13,6 +13,7 @@
 #ifndef HARMONY_EXECUTOR_SERVICE_SERVICE_H_
 #define HARMONY_EXECUTOR_SERVICE_SERVICE_H_
 
+#include <functional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -62,6 +63,10 @@ class ExecutorService final : public proto::Executor::CallbackService {
  private:
   // OK, or UNAUTHENTICATED when a token is required and not presented.
   absl::Status Authenticate(const grpc::CallbackServerContext* context) const;
+  // Authenticates, runs `work` (which fills the response), and finishes the
+  // call with its status. Synchronous: `work` runs on gRPC's thread.
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                   const std::function<absl::Status()>& work);
 
   JobManager* const manager_;
   const ServiceOptions options_;
