@@ -18,7 +18,7 @@ if [[ "${1:-}" == "--out" && -n "${2:-}" ]]; then out=$2; fi
 mkdir -p "$out"
 
 scripts/setup.sh
-echo "demo: building (the first build takes about 7 minutes on 2 cores)"
+echo "demo: building (the first build takes about 8 minutes on 2 cores)"
 bazel build //zoo:harmony-zoo //zoo:harmony-train-reference //planner:harmony-plan \
   //executor:harmony-exec //executor:harmony-ctl
 

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/files.h"
+#include "common/plan_file.h"
 #include "executor/client/client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -356,6 +357,11 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
   r.set_plan(*common::ReadFileToString(Tmp("plan_big.pb")));
   EXPECT_EQ(code(r), absl::StatusCode::kFailedPrecondition);
   r = good;
+  proto::Plan newer = *common::ParsePlan(good.plan(), "plan2");
+  newer.set_schema_version(newer.schema_version() + 1);
+  r.set_plan(common::SerializePlanFile(newer));
+  EXPECT_EQ(code(r), absl::StatusCode::kFailedPrecondition);
+  r = good;
   r.set_data_path(Tmp("no_data.pt"));
   EXPECT_EQ(code(r), absl::StatusCode::kNotFound);
   r = good;
@@ -398,6 +404,16 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
   out = RunCommand(absl::StrCat(kCtl, " list --address 127.0.0.1:1"));
   EXPECT_EQ(out.exit_code, 3);
   EXPECT_TRUE(absl::StrContains(out.output, "daemon unreachable at 127.0.0.1:1")) << out.output;
+
+  // A daemon with less host memory than the plan needs.
+  auto small = Daemon::Start(absl::StrCat(StartFlags("bad_host", "cpu:2x1MiB"),
+                                          " --host-memory 1KiB"));
+  ASSERT_FALSE(small->address().empty()) << small->output();
+  auto small_client = executor::ExecutorClient::Create(ClientFor(*small));
+  auto host = small_client->Submit(good).status();
+  EXPECT_EQ(host.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(host.message(), "of host memory")) << host.message();
+  EXPECT_TRUE(absl::StrContains(host.message(), "this daemon has 1.00 KiB")) << host.message();
 }
 
 TEST_F(DaemonTest, TokensAndTls) {
