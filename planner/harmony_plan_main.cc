@@ -34,6 +34,7 @@
 #include "common/files.h"
 #include "common/plan_file.h"
 #include "common/status.h"
+#include "planner/plan/make_plan.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/cost_model.h"
@@ -401,19 +402,14 @@ int Plan(const std::vector<std::string>& args) {
   }
   absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
   if (!host_link.ok()) return Fail(host_link.status());
-  auto cost = harmony::planner::CostModel::Create(profile, *host_link);
-  if (!cost.ok()) return Fail(cost.status());
-
-  harmony::planner::SearchOptions options;
+  harmony::planner::MakePlanOptions options;
   options.num_devices = gpus;
-  if (!(reserve >= 0 && reserve < 0.9)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--memory-reserve ", reserve, ": expected a fraction in [0, 0.9)")));
-  }
-  options.device_memory = static_cast<uint64_t>(static_cast<double>(*memory) * (1 - reserve));
+  options.device_memory = *memory;
+  options.memory_reserve = reserve;
   options.minibatch = minibatch;
   options.microbatch = microbatch;
   options.time_tolerance = tolerance;
+  options.host_link = *host_link;
   options.progress = progress;
   if (mode == "vpp") {
     options.mode = harmony::planner::Mode::kVpp;
@@ -428,46 +424,26 @@ int Plan(const std::vector<std::string>& args) {
     if (!packs.ok()) return Fail(packs.status());
     options.backward_packs = *packs;
   }
-  const auto start = std::chrono::steady_clock::now();
-  harmony::planner::SearchResult result;
-  if (schedule == "harmony") {
-    auto found = harmony::planner::SearchSchedule(**cost, options);
-    if (tty) std::cerr << "\r\033[K";
-    if (!found.ok()) return Fail(found.status());
-    result = *std::move(found);
-  } else if (schedule == "ondemand" || schedule == "gpipe" || schedule == "dp-swap") {
-    options.schedule = schedule == "ondemand" ? harmony::planner::Schedule::kOndemand
-                       : schedule == "gpipe"  ? harmony::planner::Schedule::kGpipe
-                                              : harmony::planner::Schedule::kDpSwap;
-    auto planned = harmony::planner::PlanBaseline(**cost, options, std::max(1, microbatch));
-    if (!planned.ok()) return Fail(planned.status());
-    result = *std::move(planned);
-    if (!result.sim.fits) {
-      std::cerr << "harmony-plan: warning: the " << schedule
-                << " schedule does not fit the device memory at microbatch "
-                << std::max(1, microbatch) << " (see the peaks below)\n";
-    }
-  } else {
+  if (schedule == "ondemand") {
+    options.schedule = harmony::planner::Schedule::kOndemand;
+  } else if (schedule == "gpipe") {
+    options.schedule = harmony::planner::Schedule::kGpipe;
+  } else if (schedule == "dp-swap") {
+    options.schedule = harmony::planner::Schedule::kDpSwap;
+  } else if (schedule != "harmony") {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--schedule \"", schedule, "\": expected harmony, ondemand, gpipe or dp-swap")));
   }
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start).count();
-  // The plan is for devices of the full size; the search kept the reserve.
-  result.graph.config.device_memory = *memory;
-  absl::Status valid = harmony::planner::ValidateTaskGraph(**cost, result.graph);
-  if (!valid.ok()) return Fail(absl::InternalError(absl::StrCat("bug: ", valid.message())));
-  // The on-demand baseline at the same microbatch size, for comparison.
-  std::optional<harmony::planner::SimResult> ondemand;
-  {
-    harmony::planner::SearchOptions baseline = options;
-    baseline.schedule = harmony::planner::Schedule::kOndemand;
-    auto planned = harmony::planner::PlanBaseline(
-        **cost, baseline, result.graph.config.backward_microbatch);
-    if (planned.ok()) ondemand = std::move(planned->sim);
+  auto made = harmony::planner::MakePlan(profile, options);
+  if (tty) std::cerr << "\r\033[K";
+  if (!made.ok()) return Fail(made.status());
+  const harmony::planner::SearchResult& result = made->result;
+  const harmony::proto::Plan& plan = made->plan;
+  if (!result.sim.fits) {
+    std::cerr << "harmony-plan: warning: the " << schedule
+              << " schedule does not fit the device memory at microbatch "
+              << std::max(1, microbatch) << " (see the peaks below)\n";
   }
-  harmony::proto::Plan plan =
-      harmony::planner::BuildPlan(profile, result.graph, result.sim, ondemand);
   absl::Status written = harmony::common::WritePlanFile(out, plan);
   if (!written.ok()) return Fail(written);
   if (!json_out.empty()) {
@@ -475,11 +451,12 @@ int Plan(const std::vector<std::string>& args) {
     if (!written.ok()) return Fail(written);
   }
   if (!trace.empty()) {
-    auto sim = harmony::planner::Simulate(**cost, result.graph, /*keep_events=*/true);
+    auto sim = harmony::planner::Simulate(*made->cost, result.graph, /*keep_events=*/true);
     if (!sim.ok()) return Fail(sim.status());
     written = harmony::common::WriteFileAtomically(trace, harmony::planner::ChromeTrace(*sim));
     if (!written.ok()) return Fail(written);
   }
+  const double seconds = made->search_seconds;
   std::cout << "searched " << result.candidates << " configurations (" << result.feasible
             << " fit) in " << absl::StrFormat("%.1f s", seconds) << "\n"
             << harmony::planner::PlanSummary(plan);

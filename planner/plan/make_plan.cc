@@ -1,0 +1,61 @@
+#include "planner/plan/make_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "planner/plan/plan_builder.h"
+
+namespace harmony::planner {
+
+absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
+                                  const MakePlanOptions& o) {
+  if (!(o.memory_reserve >= 0 && o.memory_reserve < 0.9)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory reserve ", o.memory_reserve, ": expected a fraction in [0, 0.9)"));
+  }
+  if (o.minibatch < 1) {
+    return absl::InvalidArgumentError("the minibatch must be at least 1 sample");
+  }
+  MadePlan made;
+  absl::StatusOr<std::shared_ptr<const CostModel>> cost =
+      CostModel::Create(profile, o.host_link);
+  if (!cost.ok()) return cost.status();
+  made.cost = *std::move(cost);
+
+  SearchOptions search;
+  search.num_devices = o.num_devices;
+  search.device_memory =
+      static_cast<uint64_t>(static_cast<double>(o.device_memory) * (1 - o.memory_reserve));
+  search.minibatch = o.minibatch;
+  search.mode = o.mode;
+  search.schedule = o.schedule;
+  search.microbatch = o.microbatch;
+  search.backward_packs = o.backward_packs;
+  search.time_tolerance = o.time_tolerance;
+  search.progress = o.progress;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<SearchResult> found =
+      o.schedule == Schedule::kHarmony
+          ? SearchSchedule(*made.cost, search)
+          : PlanBaseline(*made.cost, search, std::max(1, o.microbatch));
+  if (!found.ok()) return found.status();
+  made.result = *std::move(found);
+  made.search_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The plan is for devices of the full size; the search kept the reserve.
+  made.result.graph.config.device_memory = o.device_memory;
+  absl::Status valid = ValidateTaskGraph(*made.cost, made.result.graph);
+  if (!valid.ok()) return absl::InternalError(absl::StrCat("bug: ", valid.message()));
+  // The on-demand baseline at the same microbatch size, for comparison.
+  SearchOptions baseline = search;
+  baseline.schedule = Schedule::kOndemand;
+  absl::StatusOr<SearchResult> ondemand = PlanBaseline(
+      *made.cost, baseline, made.result.graph.config.backward_microbatch);
+  if (ondemand.ok()) made.ondemand = std::move(ondemand->sim);
+  made.plan = BuildPlan(profile, made.result.graph, made.result.sim, made.ondemand);
+  return made;
+}
+
+}  // namespace harmony::planner

@@ -1,0 +1,67 @@
+// Shared pieces of the benchmarks (tests/bench): statistics over repeated
+// runs, a stopwatch, the machine's description, progress lines.
+//
+// Thread-safety: stateless functions; Log may be called from any thread.
+
+#ifndef HARMONY_TESTS_BENCH_BENCH_UTIL_H_
+#define HARMONY_TESTS_BENCH_BENCH_UTIL_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace harmony::bench {
+
+// The median, minimum and maximum of repeated measurements.
+struct Stats {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+  int runs = 0;
+};
+
+// Of `samples` (at least one; an even count takes the mean of the middle
+// two).
+Stats Summarize(std::vector<double> samples);
+nlohmann::json ToJson(const Stats& stats);
+Stats StatsFromJson(const nlohmann::json& json);
+
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Runs `fn` `warmups` times untimed, then `runs` times; the seconds of each
+// timed run.
+template <typename Fn>
+std::vector<double> TimeRuns(int warmups, int runs, Fn&& fn) {
+  for (int i = 0; i < warmups; ++i) fn();
+  std::vector<double> seconds;
+  for (int i = 0; i < runs; ++i) {
+    Stopwatch watch;
+    fn();
+    seconds.push_back(watch.seconds());
+  }
+  return seconds;
+}
+
+// Cores, memory, CPU model, kernel, LibTorch threads, the time (UTC).
+nlohmann::json MachineInfo();
+
+// One progress line on stderr, prefixed with the seconds since the first.
+void Log(const std::string& line);
+
+// The relative difference |a - b| / max(|a|, |b|, tiny).
+double RelativeDifference(double a, double b);
+
+}  // namespace harmony::bench
+
+#endif  // HARMONY_TESTS_BENCH_BENCH_UTIL_H_

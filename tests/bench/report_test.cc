@@ -1,0 +1,104 @@
+// The benchmark's statistics, charts and report, on results made up here
+// (the benchmark itself runs in scripts/bench.sh, not in the test suite).
+
+#include "tests/bench/report.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "common/files.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/bench/bench_util.h"
+#include "tests/bench/svg_chart.h"
+
+namespace harmony::bench {
+namespace {
+
+using nlohmann::json;
+
+TEST(StatsTest, MedianMinMax) {
+  Stats odd = Summarize({3, 1, 2});
+  EXPECT_EQ(odd.median, 2);
+  EXPECT_EQ(odd.min, 1);
+  EXPECT_EQ(odd.max, 3);
+  EXPECT_EQ(odd.runs, 3);
+  EXPECT_EQ(Summarize({4, 1, 2, 3}).median, 2.5);
+  EXPECT_EQ(Summarize({}).runs, 0);
+}
+
+TEST(SvgChartTest, OneBarPerValueAndGapsForNaN) {
+  BarChart c;
+  c.title = "a < b";
+  c.categories = {"x", "y"};
+  c.series = {{"s1", {1, 10}}, {"s2", {100, std::numeric_limits<double>::quiet_NaN()}}};
+  c.log_scale = true;
+  c.reference = 1;
+  const std::string svg = DrawBarChart(c);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("a &lt; b"), std::string::npos);  // Escaped.
+  size_t bars = 0;
+  for (size_t at = svg.find("<title>"); at != std::string::npos; at = svg.find("<title>", at + 1)) {
+    ++bars;
+  }
+  EXPECT_EQ(bars, 3u);
+}
+
+json MadeRun(const std::string& schedule, bool emulated, double bytes, double rate, double sim_error) {
+  return {{"schedule", schedule},
+          {"emulated", emulated},
+          {"backward_microbatch", 4},
+          {"swap_bytes", {{"host_link", bytes}, {"weights_in", bytes / 2}, {"gradients_out", 0}}},
+          {"samples_per_s", {{"median", rate}, {"min", rate}, {"max", rate}, {"runs", 3}}},
+          {"iteration_s", {{"median", 1.0}, {"min", 1.0}, {"max", 1.0}, {"runs", 3}}},
+          {"simulated_s", 1 + sim_error},
+          {"simulator_error", sim_error}};
+}
+
+TEST(ReportTest, RatiosComeFromTheResults) {
+  json config = {{"model", "gpt"},
+                 {"zoo", {{"family", "gpt"}, {"depth", 12}, {"width", 32}, {"seq_len", 8},
+                          {"image_size", 16}}},
+                 {"devices", 2},
+                 {"minibatch", 16},
+                 {"device_memory", 1 << 20},
+                 {"weight_bytes", 1000},
+                 {"vlayers", 16},
+                 {"lower_bound_bytes", 500}};
+  config["runs"] = {MadeRun("harmony", false, 1000, 30, 0.1), MadeRun("ondemand", false, 4000, 10, -0.2),
+                    MadeRun("gpipe", false, 2000, 15, 0.0),   MadeRun("dp-swap", false, 3000, 20, 0.0),
+                    MadeRun("harmony", true, 1000, 8, 0.1),   MadeRun("ondemand", true, 4000, 2, 0.0),
+                    MadeRun("gpipe", true, 2000, 4, 0.0),     MadeRun("dp-swap", true, 3000, 4, 0.0)};
+  json results = {{"machine", {{"cores", 2}, {"memory_bytes", 1 << 30}}},
+                  {"runs", 3},
+                  {"link_balance", {{"gemm_flop_per_s", 2e10}, {"flop_per_byte", 880},
+                                    {"emulated_link_bytes_per_s", 2e10 / 880}}},
+                  {"schedules", {{"configs", json::array({config})}}},
+                  {"checks", json::array({json{{"name", "c1"}, {"ok", true}, {"detail", ""}},
+                                          json{{"name", "c2"}, {"ok", false}, {"detail", "off"}}})}};
+  const std::string headline = Headline(results);
+  EXPECT_NE(headline.find("ondemand 4.0x"), std::string::npos) << headline;
+  EXPECT_NE(headline.find("2.0x the lower bound"), std::string::npos) << headline;
+  EXPECT_NE(headline.find("ondemand 3.0x"), std::string::npos) << headline;  // 30 / 10.
+  EXPECT_NE(headline.find("ondemand 4.0x, gpipe 2.0x, dp-swap 2.0x"), std::string::npos)
+      << headline;  // Emulated: 8/2, 8/4, 8/4.
+
+  char dir[] = "/tmp/report_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_TRUE(WriteReport(results, dir).ok());
+  auto md = common::ReadFileToString(std::string(dir) + "/REPORT.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("1 passed, 1 failed"), std::string::npos);
+  EXPECT_NE(md->find("- c2: off"), std::string::npos);
+  EXPECT_NE(md->find("**emulated**"), std::string::npos);
+  EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
+  EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/swap_bytes_gpt.svg").ok());
+  EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/speedup_emulated.svg").ok());
+}
+
+}  // namespace
+}  // namespace harmony::bench

@@ -1,0 +1,292 @@
+// Figures 1-4 of the benchmark: the schedules side by side on the runtime,
+// and Harmony's overhead when the model fits. See sections.h.
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/files.h"
+#include "common/units.h"
+#include "planner/plan/make_plan.h"
+#include "planner/profile/profiler.h"
+#include "tests/bench/bench_util.h"
+#include "tests/bench/sections.h"
+#include "tests/bench/training_run.h"
+
+namespace harmony::bench {
+namespace {
+
+using planner::Schedule;
+
+constexpr Schedule kSchedules[] = {Schedule::kHarmony, Schedule::kOndemand, Schedule::kGpipe,
+                                   Schedule::kDpSwap};
+constexpr int kDeviceCounts[] = {2, 4};
+constexpr int kMinibatches[] = {16, 64, 256};
+// Losses of one plan vs the plain loop over the same microbatches: the
+// runtime is exact (bit-identical in vPP, 1e-6 in vDP; see runtime_test),
+// so this only allows for the summation order of vDP's gradient reduce.
+constexpr double kReferenceTolerance = 1e-5;
+// Losses across schedules, which split the minibatch differently (a
+// model without batch statistics): summation orders differ more.
+constexpr double kCrossScheduleTolerance = 1e-4;
+
+std::string Name(Schedule s) {
+  switch (s) {
+    case Schedule::kHarmony: return "harmony";
+    case Schedule::kOndemand: return "ondemand";
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::kDpSwap: return "dp-swap";
+  }
+  return "?";
+}
+
+nlohmann::json Check(const std::string& name, bool ok, const std::string& detail) {
+  return {{"name", name}, {"ok", ok}, {"detail", detail}};
+}
+
+planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch,
+                                     Schedule schedule, double host_link) {
+  planner::MakePlanOptions m;
+  m.num_devices = devices;
+  m.device_memory = memory;
+  m.minibatch = minibatch;
+  m.schedule = schedule;
+  m.host_link = host_link;
+  return m;
+}
+
+std::string ModeName(const proto::Plan& plan) {
+  return plan.config().mode() == proto::VPP ? "vPP" : "vDP";
+}
+
+// Key of the plain loop's microbatches for a plan: vDP splits each device's
+// share, vPP the whole minibatch.
+std::string ReferenceKey(const proto::Plan& plan) {
+  const auto& c = plan.config();
+  return absl::StrCat(c.mode() == proto::VDP ? c.num_devices() : 1, "/",
+                      c.forward_microbatch(), "/", c.backward_microbatch(), "/", c.minibatch());
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emulated_link) {
+  nlohmann::json out;
+  out["devices"] = kDeviceCounts;
+  out["minibatches"] = kMinibatches;
+  out["reference_tolerance"] = kReferenceTolerance;
+  out["cross_schedule_tolerance"] = kCrossScheduleTolerance;
+  nlohmann::json& checks = out["checks"] = nlohmann::json::array();
+  nlohmann::json& configs = out["configs"] = nlohmann::json::array();
+  const int max_minibatch = *std::max_element(std::begin(kMinibatches), std::end(kMinibatches));
+  for (const ModelSpec& spec : BenchModels(o.quick)) {
+    Log(absl::StrCat("schedules: writing and profiling ", spec.name));
+    absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, max_minibatch);
+    if (!model.ok()) return model.status();
+    std::map<int, proto::ProfileFile> profiles;
+    for (int n : kDeviceCounts) {
+      Stopwatch watch;
+      absl::StatusOr<proto::ProfileFile> p =
+          ProfileOn(model->model_path, model->data, n, max_minibatch);
+      if (!p.ok()) return p.status();
+      profiles[n] = *std::move(p);
+      Log(absl::StrFormat("schedules: profiled %s on %d devices in %.1f s", spec.name, n,
+                          watch.seconds()));
+    }
+    const proto::ProfileFile& any = profiles.begin()->second;
+    // The device memory: the smallest of P, 1.5P, 2.25P, ... (P: the
+    // model's weights and buffers; so weights and gradients never fit one
+    // device) at which every schedule plans for every configuration.
+    uint64_t cap = RoundUp(WeightBytes(any), 64 << 10);
+    std::map<std::string, planner::MadePlan> plans;  // key: n/d/schedule
+    absl::Status why = absl::OkStatus();
+    for (int attempt = 0; attempt < 12; ++attempt, cap = RoundUp(cap * 3 / 2, 64 << 10)) {
+      plans.clear();
+      why = absl::OkStatus();
+      for (int n : kDeviceCounts) {
+        for (int d : kMinibatches) {
+          for (Schedule s : kSchedules) {
+            absl::StatusOr<planner::MadePlan> made =
+                PlanSchedule(profiles[n], PlanOptions(n, cap, d, s, 0));
+            if (!made.ok()) {
+              why = made.status();
+              break;
+            }
+            plans[absl::StrCat(n, "/", d, "/", Name(s))] = *std::move(made);
+          }
+          if (!why.ok()) break;
+        }
+        if (!why.ok()) break;
+      }
+      if (why.ok()) break;
+    }
+    if (!why.ok()) {
+      return absl::InternalError(absl::StrCat("no device memory lets every schedule plan ",
+                                              spec.name, ": ", why.message()));
+    }
+    Log(absl::StrCat("schedules: ", spec.name, " on devices of ", common::FormatBytes(cap),
+                     " (weights ", common::FormatBytes(WeightBytes(any)), ")"));
+    std::map<std::string, std::vector<double>> references;
+    for (int n : kDeviceCounts) {
+      for (int d : kMinibatches) {
+        nlohmann::json config;
+        config["model"] = spec.name;
+        config["zoo"] = ZooJson(spec.zoo);
+        config["devices"] = n;
+        config["minibatch"] = d;
+        config["device_memory"] = cap;
+        config["weight_bytes"] = WeightBytes(profiles[n]);
+        config["gradient_bytes"] = GradientBytes(profiles[n]);
+        config["vlayers"] = profiles[n].profile().vlayers_size();
+        nlohmann::json runs = nlohmann::json::array();
+        const common::TrainingData data = RepeatData(model->data, d);
+        for (double link : {0.0, emulated_link}) {
+          std::vector<double> harmony_losses;
+          for (Schedule s : kSchedules) {
+            const std::string label = absl::StrFormat(
+                "%s, %d devices, minibatch %d, %s%s", spec.name, n, d, Name(s),
+                link > 0 ? " (emulated link)" : "");
+            planner::MadePlan made;
+            if (link == 0) {
+              made = plans[absl::StrCat(n, "/", d, "/", Name(s))];
+            } else {
+              absl::StatusOr<planner::MadePlan> planned =
+                  PlanSchedule(profiles[n], PlanOptions(n, cap, d, s, link));
+              if (!planned.ok()) {
+                return absl::Status(planned.status().code(),
+                                    absl::StrCat(label, ": ", planned.status().message()));
+              }
+              made = *std::move(planned);
+            }
+            const proto::Plan& plan = made.plan;
+            Log(absl::StrCat("schedules: ", label, ": ", ModeName(plan), ", microbatch ",
+                             plan.config().backward_microbatch(), ", ",
+                             plan.config().backward_packs_size(), " backward packs"));
+            absl::StatusOr<RunResult> run =
+                TrainWithPlan(plan, model->model_path, data, cap, link, o.runs);
+            if (!run.ok()) {
+              return absl::Status(run.status().code(),
+                                  absl::StrCat(label, ": ", run.status().message()));
+            }
+            const std::string key = ReferenceKey(plan);
+            if (!references.count(key)) {
+              absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
+                  plan, model->model_path, data, static_cast<int>(run->losses.size()));
+              if (!ref.ok()) return ref.status();
+              references[key] = *std::move(ref);
+            }
+            double worst = 0;
+            for (size_t i = 0; i < run->losses.size(); ++i) {
+              worst = std::max(worst, RelativeDifference(run->losses[i], references[key][i]));
+            }
+            checks.push_back(Check(absl::StrCat(label, ": losses equal the plain loop's"),
+                                   worst <= kReferenceTolerance,
+                                   absl::StrFormat("largest relative difference %.2e (limit %.0e)",
+                                                   worst, kReferenceTolerance)));
+            if (!spec.batch_statistics) {
+              if (s == Schedule::kHarmony) {
+                harmony_losses = run->losses;
+              } else {
+                double across = 0;
+                for (size_t i = 0; i < run->losses.size(); ++i) {
+                  across = std::max(across, RelativeDifference(run->losses[i], harmony_losses[i]));
+                }
+                checks.push_back(Check(
+                    absl::StrCat(label, ": losses equal harmony's"),
+                    across <= kCrossScheduleTolerance,
+                    absl::StrFormat("largest relative difference %.2e (limit %.0e)", across,
+                                    kCrossScheduleTolerance)));
+              }
+            }
+            const Stats seconds = Summarize(run->seconds);
+            nlohmann::json r;
+            r["schedule"] = Name(s);
+            r["emulated"] = link > 0;
+            r["host_link_bytes_per_s"] = link;
+            r["mode"] = ModeName(plan);
+            r["forward_microbatch"] = plan.config().forward_microbatch();
+            r["backward_microbatch"] = plan.config().backward_microbatch();
+            r["forward_packs"] = plan.config().forward_packs_size();
+            r["backward_packs"] = plan.config().backward_packs_size();
+            r["swap_bytes"] = SwapJson(run->bytes);
+            r["swap_bytes_steady"] = run->bytes_steady;
+            r["planned_host_link_bytes"] = made.result.sim.swap.host_link();
+            r["iteration_s"] = ToJson(seconds);
+            std::vector<double> rates;
+            for (double t : run->seconds) rates.push_back(d / t);
+            r["samples_per_s"] = ToJson(Summarize(rates));
+            r["simulated_s"] = made.result.sim.iteration_s;
+            r["simulator_error"] = (made.result.sim.iteration_s - seconds.median) / seconds.median;
+            r["losses"] = run->losses;
+            r["device_peak_bytes"] = run->device_peak_bytes;
+            r["compute_s"] = run->compute_s;
+            r["swap_wait_s"] = run->swap_wait_s;
+            r["optimizer_s"] = run->optimizer_s;
+            Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated)",
+                                label, common::FormatBytes(HostLinkBytes(run->bytes)),
+                                seconds.median, made.result.sim.iteration_s));
+            runs.push_back(std::move(r));
+          }
+        }
+        // The lower bound: each weight (and buffer) in once per pass that
+        // needs it (forward, backward), each gradient out once, the data in.
+        uint64_t data_in = 0;
+        for (const auto& r : runs) {
+          if (r["schedule"] == "harmony") data_in = r["swap_bytes"]["data_in"].get<uint64_t>();
+        }
+        config["lower_bound_bytes"] =
+            2 * WeightBytes(profiles[n]) + GradientBytes(profiles[n]) + data_in;
+        config["runs"] = std::move(runs);
+        configs.push_back(std::move(config));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> BenchOverhead(const BenchOptions& o) {
+  const ModelSpec spec = BenchModels(o.quick).front();
+  constexpr int kMinibatch = 64;
+  const uint64_t memory = uint64_t{8} << 30;
+  Log("overhead: gpt on one device with memory to spare");
+  absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, kMinibatch);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<proto::ProfileFile> profile =
+      ProfileOn(model->model_path, model->data, 1, kMinibatch);
+  if (!profile.ok()) return profile.status();
+  absl::StatusOr<planner::MadePlan> made =
+      planner::MakePlan(*profile, PlanOptions(1, memory, kMinibatch, Schedule::kHarmony, 0));
+  if (!made.ok()) return made.status();
+  absl::StatusOr<RunResult> run =
+      TrainWithPlan(made->plan, model->model_path, model->data, memory, 0, o.runs);
+  if (!run.ok()) return run.status();
+  absl::StatusOr<std::vector<double>> plain =
+      TimePlainLoop(made->plan, model->model_path, model->data, o.runs);
+  if (!plain.ok()) return plain.status();
+  const Stats harmony = Summarize(run->seconds);
+  const Stats reference = Summarize(*plain);
+  nlohmann::json out;
+  out["model"] = spec.name;
+  out["zoo"] = ZooJson(spec.zoo);
+  out["minibatch"] = kMinibatch;
+  out["mode"] = ModeName(made->plan);
+  out["microbatch"] = made->plan.config().backward_microbatch();
+  out["backward_packs"] = made->plan.config().backward_packs_size();
+  out["harmony_iteration_s"] = ToJson(harmony);
+  out["plain_loop_iteration_s"] = ToJson(reference);
+  out["harmony_samples_per_s"] = kMinibatch / harmony.median;
+  out["plain_loop_samples_per_s"] = kMinibatch / reference.median;
+  out["ratio"] = reference.median / harmony.median;
+  out["swap_bytes"] = SwapJson(run->bytes);
+  out["checks"] = nlohmann::json::array();
+  Log(absl::StrFormat("overhead: harmony %.3f s, plain loop %.3f s per iteration",
+                      harmony.median, reference.median));
+  return out;
+}
+
+}  // namespace harmony::bench

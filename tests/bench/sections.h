@@ -1,0 +1,60 @@
+// The benchmark's sections (issue 7, docs/bench/REPORT.md). Each measures one
+// figure side by side in this process and returns it as JSON; a section's
+// "checks" array lists the correctness checks it ran ({name, ok, detail}):
+// the benchmark fails when one of them fails, never on a time.
+//
+// Thread-safety: run one section at a time (they use every core).
+
+#ifndef HARMONY_TESTS_BENCH_SECTIONS_H_
+#define HARMONY_TESTS_BENCH_SECTIONS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace harmony::bench {
+
+struct BenchOptions {
+  // Smaller models and fewer sizes, to finish in minutes (see bench.sh).
+  bool quick = false;
+  // Timed runs of every measurement, after one warm-up (at least 3).
+  int runs = 3;
+  // Scratch files (models, data, profiles, plans).
+  std::string work_dir;
+};
+
+// This machine's matrix-multiply rate (FLOP/s) and the host link that puts
+// it in the balance of a commodity GPU server (`flop_per_byte`, ~880 for a
+// GTX 1080 Ti on PCIe 3.0): {"gemm_flop_per_s", "flop_per_byte",
+// "emulated_link_bytes_per_s"}.
+absl::StatusOr<nlohmann::json> MeasureLinkBalance(const BenchOptions& options,
+                                                  double flop_per_byte);
+
+// Figures 1-3: swap bytes per iteration counted by the runtime, throughput,
+// and simulated vs measured iteration time, for harmony, ondemand, gpipe and
+// dp-swap on zoo gpt and resnet, 2 and 4 virtual devices whose memory forces
+// swapping, three minibatch sizes; without and with the emulated host link.
+absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& options,
+                                              double emulated_link);
+
+// Figure 4: Harmony on one device with memory to spare vs the plain LibTorch
+// loop (executor/runtime/reference.h), same model and minibatch.
+absl::StatusOr<nlohmann::json> BenchOverhead(const BenchOptions& options);
+
+// Figure 5: the CPU optimizer over 100M fp32 parameters vs torch::optim,
+// and its bytes/s vs a STREAM-style copy.
+absl::StatusOr<nlohmann::json> BenchOptimizer(const BenchOptions& options);
+
+// Figure 6: schedule search time for synthesized profiles of 50, 200 and
+// (not in quick mode) 1000 vLayers on 4 devices.
+absl::StatusOr<nlohmann::json> BenchPlanner(const BenchOptions& options);
+
+// Figure 7: plan (profile + search) and run times of a torchvision-style
+// ResNet and a transformer LM scripted in Python (tests/testdata).
+absl::StatusOr<nlohmann::json> BenchExternal(const BenchOptions& options,
+                                             const std::string& testdata_dir);
+
+}  // namespace harmony::bench
+
+#endif  // HARMONY_TESTS_BENCH_SECTIONS_H_

@@ -1,0 +1,223 @@
+#include "tests/bench/training_run.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/torch_status.h"
+#include "planner/profile/profiler.h"
+#include "executor/runtime/reference.h"
+#include "tests/bench/bench_util.h"
+
+namespace harmony::bench {
+
+std::vector<ModelSpec> BenchModels(bool quick) {
+  ModelSpec gpt;
+  gpt.name = "gpt";
+  gpt.zoo.family = "gpt";
+  gpt.zoo.depth = 12;
+  gpt.zoo.width = 32;
+  gpt.zoo.heads = 2;
+  gpt.zoo.vocab = 64;
+  gpt.zoo.seq_len = quick ? 8 : 16;
+  gpt.zoo.dropout = 0;
+  ModelSpec resnet;
+  resnet.name = "resnet";
+  resnet.zoo.family = "resnet";
+  resnet.zoo.depth = 2;
+  resnet.zoo.width = 8;
+  resnet.zoo.image_size = quick ? 8 : 16;
+  resnet.zoo.classes = 10;
+  resnet.batch_statistics = true;
+  return {gpt, resnet};
+}
+
+nlohmann::json ZooJson(const zoo::ZooOptions& z) {
+  return {{"family", z.family},         {"depth", z.depth},     {"width", z.width},
+          {"heads", z.heads},           {"vocab", z.vocab},     {"seq_len", z.seq_len},
+          {"image_size", z.image_size}, {"classes", z.classes}, {"dropout", z.dropout}};
+}
+
+absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const ModelSpec& spec,
+                                             int samples) {
+  zoo::ZooOptions z = spec.zoo;
+  z.samples = samples;
+  WrittenModel w;
+  w.model_path = absl::StrCat(dir, "/", spec.name, ".pt");
+  const std::string data_path = absl::StrCat(dir, "/", spec.name, "_data.pt");
+  if (absl::Status s = zoo::WriteZooModelAndData(z, w.model_path, data_path); !s.ok()) return s;
+  absl::StatusOr<common::TrainingData> data = common::LoadTrainingData(data_path);
+  if (!data.ok()) return data.status();
+  w.data = *std::move(data);
+  return w;
+}
+
+absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
+                                             const common::TrainingData& data, int devices,
+                                             int max_microbatch) {
+  planner::ProfilerOptions p;
+  p.devices.kind = common::DeviceSpec::Kind::kCpu;
+  p.devices.count = devices;
+  p.devices.capacity = uint64_t{1} << 30;
+  p.max_microbatch = max_microbatch;
+  p.repeats = 3;
+  return planner::ProfileModel(model_path, data, p);
+}
+
+uint64_t WeightBytes(const proto::ProfileFile& p) {
+  uint64_t bytes = 0;
+  for (const auto& v : p.profile().vlayers()) bytes += v.parameter_bytes() + v.buffer_bytes();
+  return bytes;
+}
+
+uint64_t GradientBytes(const proto::ProfileFile& p) {
+  uint64_t bytes = 0;
+  for (const auto& v : p.profile().vlayers()) bytes += v.gradient_bytes();
+  return bytes;
+}
+
+uint64_t RoundUp(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
+
+executor::OptimizerOptions BenchOptimizerOptions() {
+  executor::OptimizerOptions o;
+  o.kind = executor::OptimizerKind::kSgd;
+  o.learning_rate = 0.01;
+  o.momentum = 0.9;
+  return o;
+}
+
+absl::StatusOr<planner::MadePlan> PlanSchedule(const proto::ProfileFile& profile,
+                                               planner::MakePlanOptions options) {
+  if (options.schedule == planner::Schedule::kHarmony) return planner::MakePlan(profile, options);
+  const int share = options.schedule == planner::Schedule::kGpipe
+                        ? options.minibatch
+                        : (options.minibatch + options.num_devices - 1) / options.num_devices;
+  int u = 1;
+  while (u * 2 <= share) u *= 2;
+  absl::Status last = absl::OkStatus();
+  for (; u >= 1; u /= 2) {
+    options.microbatch = u;
+    absl::StatusOr<planner::MadePlan> made = planner::MakePlan(profile, options);
+    if (made.ok() && made->result.sim.fits) return made;
+    last = made.ok() ? absl::ResourceExhaustedError(absl::StrCat(
+                           "does not fit the devices even at microbatch ", u))
+                     : made.status();
+  }
+  return last;
+}
+
+common::TrainingData RepeatData(const common::TrainingData& data, int64_t samples) {
+  const int64_t have = data.size();
+  if (have >= samples || have == 0) return data;
+  const int64_t times = (samples + have - 1) / have;
+  common::TrainingData out;
+  auto repeat = [&](const at::Tensor& t) {
+    std::vector<at::Tensor> copies(times, t);
+    return at::cat(copies, 0);
+  };
+  for (const at::Tensor& t : data.inputs) out.inputs.push_back(repeat(t));
+  for (const at::Tensor& t : data.targets) out.targets.push_back(repeat(t));
+  return out;
+}
+
+absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
+                                        const common::TrainingData& data,
+                                        uint64_t device_memory, double emulate_link, int runs) {
+  executor::RuntimeOptions o;
+  o.devices.kind = common::DeviceSpec::Kind::kCpu;
+  o.devices.count = static_cast<int>(plan.config().num_devices());
+  o.devices.capacity = device_memory;
+  o.optimizer = BenchOptimizerOptions();
+  o.seed = 1;
+  o.emulate_host_link = emulate_link;
+  absl::StatusOr<std::unique_ptr<executor::Runtime>> runtime =
+      executor::Runtime::Create(plan, model_path, o);
+  if (!runtime.ok()) return runtime.status();
+  if (absl::Status set = (*runtime)->SetData(data); !set.ok()) return set;
+  RunResult r;
+  std::vector<double> compute, wait, optimizer;
+  for (int i = 0; i < 1 + runs; ++i) {
+    absl::StatusOr<executor::IterationMetrics> m = (*runtime)->RunIteration();
+    if (!m.ok()) return m.status();
+    r.losses.push_back(m->loss);
+    if (i > 0) {
+      r.seconds.push_back(m->seconds);
+      compute.push_back(m->compute_s);
+      wait.push_back(m->swap_wait_s);
+      optimizer.push_back(m->optimizer_s);
+      if (SwapJson(m->bytes) != SwapJson(r.bytes)) r.bytes_steady = false;
+    }
+    r.bytes = m->bytes;
+    r.device_peak_bytes.resize(m->device_peak_bytes.size());
+    for (size_t d = 0; d < m->device_peak_bytes.size(); ++d) {
+      r.device_peak_bytes[d] = std::max(r.device_peak_bytes[d], m->device_peak_bytes[d]);
+    }
+  }
+  r.compute_s = Summarize(compute).median;
+  r.swap_wait_s = Summarize(wait).median;
+  r.optimizer_s = Summarize(optimizer).median;
+  return r;
+}
+
+namespace {
+
+absl::StatusOr<std::vector<double>> PlainLoop(const proto::Plan& plan,
+                                              const std::string& model_path,
+                                              const common::TrainingData& data, int iterations,
+                                              bool harmony_optimizer, double* seconds) {
+  absl::StatusOr<torch::jit::Module> model = common::CallTorch(
+      model_path, [&] { return torch::jit::load(model_path); });
+  if (!model.ok()) return model.status();
+  model->train(true);
+  executor::ReferenceOptions o;
+  o.optimizer = BenchOptimizerOptions();
+  o.harmony_optimizer = harmony_optimizer;
+  o.seed = 1;
+  o.iterations = iterations;
+  Stopwatch watch;
+  absl::StatusOr<std::vector<double>> losses =
+      executor::TrainReferenceForPlan(plan, *model, data, o);
+  if (seconds != nullptr) *seconds = watch.seconds();
+  return losses;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> TimePlainLoop(const proto::Plan& plan,
+                                                  const std::string& model_path,
+                                                  const common::TrainingData& data, int runs) {
+  std::vector<double> times;
+  for (int i = 0; i < 1 + runs; ++i) {
+    double seconds = 0;
+    absl::StatusOr<std::vector<double>> losses =
+        PlainLoop(plan, model_path, data, 1, /*harmony_optimizer=*/false, &seconds);
+    if (!losses.ok()) return losses.status();
+    if (i > 0) times.push_back(seconds);
+  }
+  return times;
+}
+
+absl::StatusOr<std::vector<double>> ReferenceLosses(const proto::Plan& plan,
+                                                    const std::string& model_path,
+                                                    const common::TrainingData& data,
+                                                    int iterations) {
+  return PlainLoop(plan, model_path, data, iterations, /*harmony_optimizer=*/true, nullptr);
+}
+
+nlohmann::json SwapJson(const executor::SwapCounts& b) {
+  return {{"weights_in", b.weights_in},
+          {"gradients_out", b.gradients_out},
+          {"activations_in", b.activations_in},
+          {"activations_out", b.activations_out},
+          {"stash_out", b.stash_out},
+          {"stash_in", b.stash_in},
+          {"data_in", b.data_in + b.targets_in},
+          {"peer", b.peer},
+          {"host_link", HostLinkBytes(b)}};
+}
+
+uint64_t HostLinkBytes(const executor::SwapCounts& b) { return b.to_device() + b.to_host(); }
+
+}  // namespace harmony::bench

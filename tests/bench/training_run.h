@@ -1,0 +1,105 @@
+// What the benchmark sections share: plan a schedule (a baseline at the
+// largest microbatch size that fits), train with a plan on virtual devices
+// for a warm-up and timed iterations, and the plain-loop reference losses
+// the runtime's must equal.
+//
+// Thread-safety: one call at a time (training uses every core).
+
+#ifndef HARMONY_TESTS_BENCH_TRAINING_RUN_H_
+#define HARMONY_TESTS_BENCH_TRAINING_RUN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/tensor_file.h"
+#include "executor/runtime/runtime.h"
+#include "nlohmann/json.hpp"
+#include "planner/plan/make_plan.h"
+#include "proto/plan.pb.h"
+#include "zoo/zoo.h"
+
+namespace harmony::bench {
+
+// A zoo model the benchmarks train.
+struct ModelSpec {
+  std::string name;
+  zoo::ZooOptions zoo;
+  bool batch_statistics = false;  // Losses depend on the microbatch size.
+};
+
+// zoo gpt (12 blocks, no dropout) and resnet (BatchNorm); smaller inputs
+// when `quick`.
+std::vector<ModelSpec> BenchModels(bool quick);
+nlohmann::json ZooJson(const zoo::ZooOptions& zoo);
+
+struct WrittenModel {
+  std::string model_path;
+  common::TrainingData data;
+};
+
+// Writes the model and `samples` samples of its data into `dir`.
+absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const ModelSpec& spec,
+                                             int samples);
+
+// Profiles on `devices` virtual devices of 1 GiB, microbatches up to
+// `max_microbatch`, medians of 3 timings.
+absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
+                                             const common::TrainingData& data, int devices,
+                                             int max_microbatch);
+
+// Parameter and buffer bytes; gradient bytes.
+uint64_t WeightBytes(const proto::ProfileFile& profile);
+uint64_t GradientBytes(const proto::ProfileFile& profile);
+uint64_t RoundUp(uint64_t bytes, uint64_t to);
+
+// The optimizer every benchmark trains with (SGD, momentum 0.9).
+executor::OptimizerOptions BenchOptimizerOptions();
+
+// MakePlan, except that a baseline (options.schedule != harmony) is planned
+// at the largest power-of-two microbatch size, up to its share of the
+// minibatch, whose simulated peak fits the devices: as its users would pick.
+absl::StatusOr<planner::MadePlan> PlanSchedule(const proto::ProfileFile& profile,
+                                               planner::MakePlanOptions options);
+
+struct RunResult {
+  std::vector<double> losses;   // Every iteration, the warm-up first.
+  std::vector<double> seconds;  // The timed iterations.
+  executor::SwapCounts bytes;   // Of the last iteration.
+  bool bytes_steady = true;     // The same counts in every iteration.
+  std::vector<uint64_t> device_peak_bytes;  // Highest over the iterations.
+  double compute_s = 0, swap_wait_s = 0, optimizer_s = 0;  // Medians.
+};
+
+// Trains `runs` timed iterations after one warm-up on `plan.num_devices`
+// virtual devices of `device_memory` bytes, the host link throttled to
+// `emulate_link` bytes/s when > 0.
+absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
+                                        const common::TrainingData& data,
+                                        uint64_t device_memory, double emulate_link, int runs);
+
+// The plain LibTorch loop over the plan's microbatches, `iterations` of
+// them: the losses the runtime's must equal.
+absl::StatusOr<std::vector<double>> ReferenceLosses(const proto::Plan& plan,
+                                                    const std::string& model_path,
+                                                    const common::TrainingData& data,
+                                                    int iterations);
+
+// Seconds of `runs` minibatches of the plain LibTorch loop with
+// torch::optim (as the exactness tests run it) after one warm-up; loading
+// the model is not timed.
+absl::StatusOr<std::vector<double>> TimePlainLoop(const proto::Plan& plan,
+                                                  const std::string& model_path,
+                                                  const common::TrainingData& data, int runs);
+
+// `data` repeated until it holds at least `samples` samples.
+common::TrainingData RepeatData(const common::TrainingData& data, int64_t samples);
+
+nlohmann::json SwapJson(const executor::SwapCounts& bytes);
+// Bytes over the host link: both directions, device-to-device excluded.
+uint64_t HostLinkBytes(const executor::SwapCounts& bytes);
+
+}  // namespace harmony::bench
+
+#endif  // HARMONY_TESTS_BENCH_TRAINING_RUN_H_
