@@ -45,6 +45,7 @@ std::string RateCell(const json& stats) {
 std::string RangeText(const std::vector<double>& v, const char* format = "%.1fx") {
   if (v.empty()) return "n/a";
   const Stats s = Summarize(v);
+  if (s.runs == 1) return absl::StrFormat(format, s.median);
   return absl::StrCat(absl::StrFormat(format, s.median), " (",
                       absl::StrFormat(format, s.min), "–", absl::StrFormat(format, s.max), ")");
 }
@@ -202,8 +203,8 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       results.value("duration_s", 0.0) / 60, results.value("runs", 0));
   if (results.value("quick", false)) {
     absl::StrAppend(&md, "**Quick mode**: smaller inputs (gpt sequences of 8 tokens, resnet "
-                         "images of 8x8), the planner up to 200 vLayers, external models at "
-                         "minibatch 16. The full run (`scripts/bench.sh`) uses the sizes the "
+                         "images of 8x8), emulated-link rows for minibatches 16 and 64 only, the "
+                         "planner up to 200 vLayers, external models at minibatch 16. The full run (`scripts/bench.sh`) uses the sizes the "
                          "issue names.\n\n");
   }
   absl::StrAppendFormat(&md,
@@ -224,8 +225,9 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "Bytes over the host link in one iteration (host to device and back; device-to-device "
         "not included), counted by the runtime while it trains. Each baseline runs at the largest "
         "power-of-two microbatch that fits its devices (as its users would pick); Harmony at "
-        "what its search chose. Device memory: the model's weight bytes rounded up (so weights "
-        "and gradients never fit one device), raised by 1.5x until every schedule plans. The "
+        "what its search chose. Device memory: twice the model's weight bytes, rounded up (training "
+        "without swapping needs weights, gradients, momentum and activations on the device), "
+        "raised by 1.5x until every schedule plans. The "
         "lower bound is each weight in once per pass that needs it (forward and backward), "
         "each gradient out once, and the input data in. The original Harmony paper reports "
         "two orders of magnitude less swapping than virtualized memory; see the ratios and the "

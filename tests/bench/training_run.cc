@@ -166,14 +166,18 @@ namespace {
 absl::StatusOr<std::vector<double>> PlainLoop(const proto::Plan& plan,
                                               const std::string& model_path,
                                               const common::TrainingData& data, int iterations,
-                                              bool harmony_optimizer, double* seconds) {
+                                              bool harmony, double* seconds) {
   absl::StatusOr<torch::jit::Module> model = common::CallTorch(
       model_path, [&] { return torch::jit::load(model_path); });
   if (!model.ok()) return model.status();
   model->train(true);
   executor::ReferenceOptions o;
   o.optimizer = BenchOptimizerOptions();
-  o.harmony_optimizer = harmony_optimizer;
+  // The answer (harmony): Harmony's optimizer arithmetic and the runtime's
+  // dropout stream per (iteration, microbatch, vLayer). The plain loop:
+  // torch::optim and the module's own forward.
+  o.harmony_optimizer = harmony;
+  o.vlayer_dropout = harmony;
   o.seed = 1;
   o.iterations = iterations;
   Stopwatch watch;
