@@ -181,7 +181,7 @@ absl::StatusOr<nlohmann::json> BenchPlanner(const BenchOptions& o) {
     row["seconds"] = ToJson(s);
     row["candidates"] = last.result.candidates;
     row["feasible"] = last.result.feasible;
-    row["mode"] = last.plan.config().mode() == proto::VPP ? "vPP" : "vDP";
+    row["mode"] = PlanModeName(last.plan);
     row["backward_packs"] = last.plan.config().backward_packs_size();
     row["microbatch"] = last.plan.config().backward_microbatch();
     Log(absl::StrFormat("planner: %d vLayers searched in %.2f s (%d configurations)", vlayers,
@@ -278,7 +278,7 @@ absl::StatusOr<nlohmann::json> BenchExternal(const BenchOptions& o,
     row["plan_s"] = ToJson(Summarize(plan_s));
     row["profile_s"] = ToJson(Summarize(profile_s));
     row["search_s"] = ToJson(Summarize(search_s));
-    row["mode"] = made.plan.config().mode() == proto::VPP ? "vPP" : "vDP";
+    row["mode"] = PlanModeName(made.plan);
     row["microbatch"] = made.plan.config().backward_microbatch();
     row["backward_packs"] = made.plan.config().backward_packs_size();
     row["iteration_s"] = ToJson(iteration);

@@ -37,16 +37,6 @@ constexpr double kReferenceTolerance = 1e-5;
 // model without batch statistics): summation orders differ more.
 constexpr double kCrossScheduleTolerance = 1e-4;
 
-std::string Name(Schedule s) {
-  switch (s) {
-    case Schedule::kHarmony: return "harmony";
-    case Schedule::kOndemand: return "ondemand";
-    case Schedule::kGpipe: return "gpipe";
-    case Schedule::kDpSwap: return "dp-swap";
-  }
-  return "?";
-}
-
 nlohmann::json Check(const std::string& name, bool ok, const std::string& detail) {
   return {{"name", name}, {"ok", ok}, {"detail", detail}};
 }
@@ -60,10 +50,6 @@ planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch
   m.schedule = schedule;
   m.host_link = host_link;
   return m;
-}
-
-std::string ModeName(const proto::Plan& plan) {
-  return plan.config().mode() == proto::VPP ? "vPP" : "vDP";
 }
 
 // Key of the plain loop's microbatches for a plan: vDP splits each device's
@@ -119,7 +105,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               why = made.status();
               break;
             }
-            plans[absl::StrCat(n, "/", d, "/", Name(s))] = *std::move(made);
+            plans[absl::StrCat(n, "/", d, "/", planner::ScheduleName(s))] = *std::move(made);
           }
           if (!why.ok()) break;
         }
@@ -154,11 +140,11 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           std::vector<double> harmony_losses;
           for (Schedule s : kSchedules) {
             const std::string label = absl::StrFormat(
-                "%s, %d devices, minibatch %d, %s%s", spec.name, n, d, Name(s),
+                "%s, %d devices, minibatch %d, %s%s", spec.name, n, d, planner::ScheduleName(s),
                 link > 0 ? " (emulated link)" : "");
             planner::MadePlan made;
             if (link == 0) {
-              made = plans[absl::StrCat(n, "/", d, "/", Name(s))];
+              made = plans[absl::StrCat(n, "/", d, "/", planner::ScheduleName(s))];
             } else {
               absl::StatusOr<planner::MadePlan> planned =
                   PlanSchedule(profiles[n], PlanOptions(n, cap, d, s, link));
@@ -169,7 +155,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               made = *std::move(planned);
             }
             const proto::Plan& plan = made.plan;
-            Log(absl::StrCat("schedules: ", label, ": ", ModeName(plan), ", microbatch ",
+            Log(absl::StrCat("schedules: ", label, ": ", PlanModeName(plan), ", microbatch ",
                              plan.config().backward_microbatch(), ", ",
                              plan.config().backward_packs_size(), " backward packs"));
             absl::StatusOr<RunResult> run =
@@ -210,10 +196,10 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             }
             const Stats seconds = Summarize(run->seconds);
             nlohmann::json r;
-            r["schedule"] = Name(s);
+            r["schedule"] = planner::ScheduleName(s);
             r["emulated"] = link > 0;
             r["host_link_bytes_per_s"] = link;
-            r["mode"] = ModeName(plan);
+            r["mode"] = PlanModeName(plan);
             r["forward_microbatch"] = plan.config().forward_microbatch();
             r["backward_microbatch"] = plan.config().backward_microbatch();
             r["forward_packs"] = plan.config().forward_packs_size();
@@ -279,7 +265,7 @@ absl::StatusOr<nlohmann::json> BenchOverhead(const BenchOptions& o) {
   out["model"] = spec.name;
   out["zoo"] = ZooJson(spec.zoo);
   out["minibatch"] = kMinibatch;
-  out["mode"] = ModeName(made->plan);
+  out["mode"] = PlanModeName(made->plan);
   out["microbatch"] = made->plan.config().backward_microbatch();
   out["backward_packs"] = made->plan.config().backward_packs_size();
   out["harmony_iteration_s"] = ToJson(harmony);

@@ -210,6 +210,10 @@ absl::StatusOr<std::vector<double>> ReferenceLosses(const proto::Plan& plan,
   return PlainLoop(plan, model_path, data, iterations, /*harmony_optimizer=*/true, nullptr);
 }
 
+std::string PlanModeName(const proto::Plan& plan) {
+  return plan.config().mode() == proto::VPP ? "vPP" : "vDP";
+}
+
 nlohmann::json SwapJson(const executor::SwapCounts& b) {
   return {{"weights_in", b.weights_in},
           {"gradients_out", b.gradients_out},

@@ -96,6 +96,9 @@ absl::StatusOr<std::vector<double>> TimePlainLoop(const proto::Plan& plan,
 // `data` repeated until it holds at least `samples` samples.
 common::TrainingData RepeatData(const common::TrainingData& data, int64_t samples);
 
+// "vPP" or "vDP".
+std::string PlanModeName(const proto::Plan& plan);
+
 nlohmann::json SwapJson(const executor::SwapCounts& bytes);
 // Bytes over the host link: both directions, device-to-device excluded.
 uint64_t HostLinkBytes(const executor::SwapCounts& bytes);
