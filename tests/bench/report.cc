@@ -218,7 +218,6 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
 
   // --- 1-3.
   if (!Configs(results).empty()) {
-    const json& s = results["schedules"];
     absl::StrAppendFormat(
         &md,
         "## 1. Swap bytes per iteration\n\n"
@@ -232,11 +231,11 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "each gradient out once, and the input data in. The original Harmony paper reports "
         "two orders of magnitude less swapping than virtualized memory; see the ratios and the "
         "discussion below.\n\n");
-    std::string last_model;
-    for (const json& c : Configs(results)) {
+    const json& configs = Configs(results);
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const json& c = configs[i];
       const std::string model = c["model"];
-      if (model != last_model) {
-        last_model = model;
+      if (i == 0 || configs[i - 1]["model"] != model) {
         const json& z = c["zoo"];
         absl::StrAppendFormat(
             &md,
@@ -265,9 +264,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
                             absl::StrJoin(cells, " | "), Bytes(lb),
                             h && od ? HostBytes(*od) / HostBytes(*h) : kNaN,
                             h ? HostBytes(*h) / lb : kNaN);
-      if (&c == &Configs(results).back() || Configs(results)[&c - &Configs(results)[0] + 1]["model"] != model) {
-        md += "\n";
-      }
+      if (i + 1 == configs.size() || configs[i + 1]["model"] != model) md += "\n";
     }
     // Charts per model.
     std::vector<std::string> models;
@@ -394,7 +391,6 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
                                                  DrawBarChart(chart));
     if (!w.ok()) return w;
     absl::StrAppend(&md, "![simulator error](simulator_error.svg)\n\n");
-    (void)s;
   }
 
   // --- 4.
