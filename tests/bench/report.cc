@@ -226,7 +226,9 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "power-of-two microbatch that fits its devices (as its users would pick); Harmony at "
         "what its search chose. Device memory: twice the model's weight bytes, rounded up (training "
         "without swapping needs weights, gradients, momentum and activations on the device), "
-        "raised by 1.5x until every schedule plans. The "
+        "raised by 1.5x until every schedule plans. Plans leave 10%% of the device free; where "
+        "the runtime still ran out of memory (the simulator's peak estimate fell short) the "
+        "plan was made again with 10%% more reserved, shown as \"N%% reserved\". The "
         "lower bound is each weight in once per pass that needs it (forward and backward), "
         "each gradient out once, and the input data in. The original Harmony paper reports "
         "two orders of magnitude less swapping than virtualized memory; see the ratios and the "
@@ -252,8 +254,12 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       std::vector<std::string> cells;
       for (const std::string& sched : kSchedules) {
         const json* r = FindRun(c, sched, false);
-        cells.push_back(r ? absl::StrFormat("%s (u=%d)", Bytes(HostBytes(*r)),
-                                            (*r)["backward_microbatch"].get<int>())
+        const double reserve = r ? r->value("memory_reserve", 0.1) : 0.1;
+        cells.push_back(r ? absl::StrFormat("%s (u=%d%s)", Bytes(HostBytes(*r)),
+                                            (*r)["backward_microbatch"].get<int>(),
+                                            reserve > 0.15 ? absl::StrFormat(
+                                                                 ", %.0f%% reserved", 100 * reserve)
+                                                           : "")
                           : "n/a");
       }
       const json* h = FindRun(c, "harmony", false);
