@@ -8,7 +8,7 @@
 #
 # Writes DIR/REPORT.md, DIR/results.json and SVG charts (default DIR:
 # docs/bench). On 2 cores the quick form takes about 8 minutes and the full
-# form about 40 (see docs/bench/README.md). Exits non-zero only when a run
+# form about 25 (see docs/bench/README.md). Exits non-zero only when a run
 # errors or a correctness check fails (losses equal across schedules and to
 # the plain LibTorch loop), never on a time.
 set -euo pipefail
