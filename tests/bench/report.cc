@@ -322,7 +322,12 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         const json* h = FindRun(c, "harmony", emulated);
         for (const std::string& sched : kSchedules) {
           const json* r = FindRun(c, sched, emulated);
-          cells.push_back(r ? RateCell((*r)["samples_per_s"]) : "n/a");
+          const double reserve = r ? r->value("memory_reserve", 0.1) : 0.1;
+          cells.push_back(r ? absl::StrCat(RateCell((*r)["samples_per_s"]),
+                                           reserve > 0.15 ? absl::StrFormat(
+                                                                ", %.0f%% reserved", 100 * reserve)
+                                                          : "")
+                            : "n/a");
           if (sched != "harmony") {
             ratios.push_back(h && r ? absl::StrFormat("%.2fx", Rate(*h) / Rate(*r)) : "n/a");
           }
