@@ -57,6 +57,13 @@ const json* FindRun(const json& config, const std::string& schedule, bool emulat
   return nullptr;
 }
 
+// ", N% reserved" when the run's plan had to leave more than the default
+// 10% of the device free; "" otherwise.
+std::string ReserveNote(const json& run) {
+  const double reserve = run.value("memory_reserve", 0.1);
+  return reserve > 0.15 ? absl::StrFormat(", %.0f%% reserved", 100 * reserve) : "";
+}
+
 double HostBytes(const json& run) { return run["swap_bytes"]["host_link"].get<double>(); }
 double Rate(const json& run) { return run["samples_per_s"]["median"].get<double>(); }
 
@@ -254,12 +261,9 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       std::vector<std::string> cells;
       for (const std::string& sched : kSchedules) {
         const json* r = FindRun(c, sched, false);
-        const double reserve = r ? r->value("memory_reserve", 0.1) : 0.1;
         cells.push_back(r ? absl::StrFormat("%s (u=%d%s)", Bytes(HostBytes(*r)),
                                             (*r)["backward_microbatch"].get<int>(),
-                                            reserve > 0.15 ? absl::StrFormat(
-                                                                 ", %.0f%% reserved", 100 * reserve)
-                                                           : "")
+                                            ReserveNote(*r))
                           : "n/a");
       }
       const json* h = FindRun(c, "harmony", false);
@@ -322,11 +326,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         const json* h = FindRun(c, "harmony", emulated);
         for (const std::string& sched : kSchedules) {
           const json* r = FindRun(c, sched, emulated);
-          const double reserve = r ? r->value("memory_reserve", 0.1) : 0.1;
-          cells.push_back(r ? absl::StrCat(RateCell((*r)["samples_per_s"]),
-                                           reserve > 0.15 ? absl::StrFormat(
-                                                                ", %.0f%% reserved", 100 * reserve)
-                                                          : "")
+          cells.push_back(r ? absl::StrCat(RateCell((*r)["samples_per_s"]), ReserveNote(*r))
                             : "n/a");
           if (sched != "harmony") {
             ratios.push_back(h && r ? absl::StrFormat("%.2fx", Rate(*h) / Rate(*r)) : "n/a");
