@@ -182,6 +182,7 @@ struct Runtime::Impl {
   std::map<std::tuple<int, int, int>, std::vector<Piece>> mail;  // (to, from, kind).
   // vDP: gradients of (task) published for the reduction.
   std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
+  std::set<int> reduced;  // Tasks whose published gradients were summed.
   std::map<int, double> losses;  // By first sample.
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
@@ -701,10 +702,17 @@ struct Runtime::Impl {
       DeviceMemoryScope scope(devices[d].memory.get(), absl::StrCat("gradients of task ", t.id));
       grads = GradientsOf(w);
     }, absl::StatusCode::kInternal));
-    if (reduce && !out) {  // Hand them to the device that sums.
-      std::lock_guard<std::mutex> lock(mu);
+    if (reduce && !out) {
+      // Hand them to the device that sums, and wait until it has (a
+      // collective, as the plan has it): the gradients live on this device
+      // until then, so its next task must not start beside them.
+      const double start = Now();
+      std::unique_lock<std::mutex> lock(mu);
       reduce_slots[t.id] = std::move(grads);
       cv.notify_all();
+      cv.wait(lock, [&] { return !error.ok() || reduced.count(t.id) > 0; });
+      wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      if (!error.ok()) return absl::CancelledError("stopped: another task failed");
       return absl::OkStatus();
     }
     if (reduce) {
@@ -724,14 +732,22 @@ struct Runtime::Impl {
         HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
           DeviceMemoryScope scope(devices[d].memory.get(),
                                   absl::StrCat("reducing gradients of task ", t.id));
+          // One parameter's copy at a time, summed in place: the same
+          // sums as out of place, without a second copy of the gradients.
           for (size_t k = 0; k < grads.size(); ++k) {
             for (size_t j = 0; j < grads[k].size(); ++j) {
-              at::Tensor copy = theirs[k][j].clone();
+              const at::Tensor copy = theirs[k][j].clone();
               bytes += copy.nbytes();
-              grads[k][j] = grads[k][j] + copy;
+              grads[k][j].add_(copy);
             }
           }
         }, absl::StatusCode::kInternal));
+        theirs.clear();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          reduced.insert(other.id);
+          cv.notify_all();
+        }
         counts[kPeerBytes] += bytes;
         wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
         Trace(d, kPeer, absl::StrCat("reduce from task ", other.id), start);
@@ -1179,6 +1195,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.done.assign(m.graph.tasks.size(), false);
   m.mail.clear();
   m.reduce_slots.clear();
+  m.reduced.clear();
   m.losses.clear();
   for (auto& c : m.counts) c = 0;
   m.compute_ns = 0;

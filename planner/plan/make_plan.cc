@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/units.h"
 #include "planner/plan/plan_builder.h"
 
 namespace harmony::planner {
@@ -40,7 +42,16 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
       o.schedule == Schedule::kHarmony
           ? SearchSchedule(*made.cost, search)
           : PlanBaseline(*made.cost, search, std::max(1, o.microbatch));
-  if (!found.ok()) return found.status();
+  if (!found.ok()) {
+    if (absl::IsResourceExhausted(found.status()) && o.memory_reserve > 0) {
+      return absl::Status(found.status().code(),
+                          absl::StrCat(found.status().message(), "; that is ",
+                                       common::FormatBytes(o.device_memory), " less the ",
+                                       std::lround(o.memory_reserve * 100),
+                                       "% memory reserve (--memory-reserve)"));
+    }
+    return found.status();
+  }
   made.result = *std::move(found);
   made.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

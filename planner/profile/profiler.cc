@@ -95,6 +95,8 @@ struct Measurement {
   bool fits = false;
   double time_s = 0;
   uint64_t peak = 0;
+  // With autograd: what the forward's graph keeps until the backward.
+  uint64_t saved = 0;
   std::string error;  // Why it did not fit.
 };
 
@@ -142,6 +144,7 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
     std::vector<at::Tensor> targets;
     for (const at::Tensor& t : c.targets) targets.push_back(OnDevice(t, false));
     c10::AutoGradMode grad_mode(backward);
+    const uint64_t before = memory.used();
     const double start = Now();
     absl::StatusOr<std::vector<c10::IValue>> out =
         c.d->Run(k, params, buffers, inputs);
@@ -153,6 +156,7 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
       throw std::runtime_error(std::string(out.status().message()));
     }
     if (backward) {
+      m.saved = memory.used() > before ? memory.used() - before : 0;
       std::vector<at::Tensor> roots, grads;
       if (k == c.d->num_vlayers() - 1) {
         absl::StatusOr<at::Tensor> loss = common::LossFromOutput(
@@ -204,6 +208,7 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
     HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u));
     times.push_back(m.time_s);
     first.peak = std::max(first.peak, m.peak);
+    first.saved = std::max(first.saved, m.saved);
   }
   first.time_s = Median(times);
   return first;
@@ -471,6 +476,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       row.set_backward_fits(b.fits);
       row.set_backward_time_s(b.time_s);
       row.set_backward_peak_bytes(b.peak);
+      row.set_saved_bytes(b.saved);
       *bwd_fit = *bwd_fit && b.fits;
       std::vector<c10::IValue> in = c.InputsOf(k);
       for (size_t i = 0; i < in.size(); ++i) {
@@ -616,6 +622,7 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
       m.set_forward_peak_bytes(peak(m.forward_peak_bytes(), in.parameter_bytes()));
       m.set_backward_peak_bytes(peak(m.backward_peak_bytes(),
                                      in.parameter_bytes() + in.gradient_bytes()));
+      m.set_saved_bytes(static_cast<uint64_t>(m.saved_bytes() * a));
       for (auto& t : *m.mutable_inputs()) scale_meta(&t, a);
       for (auto& t : *m.mutable_outputs()) scale_meta(&t, a);
     }

@@ -72,6 +72,12 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
       EXPECT_GE(m.backward_peak_bytes(), m.forward_peak_bytes());
       EXPECT_LE(m.backward_peak_bytes(), 64ull << 20);
       EXPECT_GT(m.outputs_size(), 0);
+      // What autograd keeps holds at least the outputs, and fits in the peak
+      // beside the weights.
+      uint64_t outputs = 0;
+      for (const auto& t : m.outputs()) outputs += t.bytes();
+      EXPECT_GE(m.saved_bytes(), outputs);
+      EXPECT_LE(m.saved_bytes() + v.parameter_bytes(), m.backward_peak_bytes());
     }
     // Activations grow with the microbatch.
     if (v.by_microbatch(0).outputs(0).batched()) {

@@ -80,6 +80,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       row.cost.backward_s = r.backward_time_s();
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
+      row.cost.saved_bytes = r.saved_bytes();
+      m->measured_saved_ = m->measured_saved_ || r.saved_bytes() > 0;
       row.cost.forward_fits = r.forward_fits();
       row.cost.backward_fits = r.backward_fits();
       rows.push_back(row);
@@ -211,10 +213,12 @@ LayerCost CostModel::Compute(int layer, int u) const {
                 if (&a == &b && t != 0.0) {
                   c.backward_s = a.cost.backward_s * t;
                   c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
+                  c.saved_bytes = static_cast<uint64_t>(a.cost.saved_bytes * t);
                   return;
                 }
                 c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
                 c.backward_peak = LerpBytes(a.cost.backward_peak, b.cost.backward_peak, t);
+                c.saved_bytes = LerpBytes(a.cost.saved_bytes, b.cost.saved_bytes, t);
               });
   // Fits up to the largest size measured to fit with nothing failing below.
   auto fits_up_to = [&](bool backward) {
@@ -366,14 +370,22 @@ uint64_t CostModel::ForwardMemory(int begin, int end, int u) const {
 }
 
 uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
-  uint64_t saved = 0;
+  uint64_t saved = 0;  // Of the vLayers up to l.
+  uint64_t top = 0;
   for (int l = begin; l < end; ++l) {
     const LayerCost c = Cost(l, u);
-    saved += Sub(c.backward_peak, sizes_[l].weight_bytes() + sizes_[l].gradient_bytes +
-                                      c.input_bytes);
+    const LayerSizes& s = sizes_[l];
+    if (!measured_saved_) {
+      saved += Sub(c.backward_peak, s.weight_bytes() + s.gradient_bytes + c.input_bytes);
+      top = saved;
+      continue;
+    }
+    saved += c.saved_bytes;
+    top = std::max(top, saved + Sub(c.backward_peak,
+                                    s.weight_bytes() + c.input_bytes + c.saved_bytes));
   }
   return WeightBytes(begin, end) + GradientBytes(begin, end) +
-         PackInputBytes(begin, end, u) + saved;
+         PackInputBytes(begin, end, u) + std::max(top, saved);
 }
 
 }  // namespace harmony::planner

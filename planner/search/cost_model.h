@@ -12,8 +12,15 @@
 //   forward:  its weights + the largest transient of any of its vLayers
 //             (activations are not kept without autograd);
 //   backward: its weights and gradients + the pack's input + every vLayer's
-//             saved activations (backward peak minus its weights, gradients
-//             and input), as the recompute keeps them all for autograd.
+//             saved activations (the recompute keeps them all for autograd)
+//             + the transient of the backward of the vLayer where that is
+//             largest (its measured backward peak above its weights, input
+//             and saved activations: the gradient of its output, of its
+//             input, and its parameters' fresh gradients, which exist beside
+//             the accumulated ones from the second microbatch on), counted
+//             with the saved activations of the vLayers before it, which
+//             are freed only after. Profiles without saved_bytes: each
+//             vLayer's backward peak above its weights, gradients and input.
 //
 // Thread-safety: immutable after Create.
 
@@ -35,6 +42,9 @@ struct LayerCost {
   double backward_s = 0;  // Including the recompute.
   uint64_t forward_peak = 0;
   uint64_t backward_peak = 0;
+  // What the forward keeps for autograd until the backward (0 when the
+  // profile did not measure it).
+  uint64_t saved_bytes = 0;
   uint64_t input_bytes = 0;   // Live-ins (activations), all of them.
   uint64_t output_bytes = 0;  // Live-outs.
   bool forward_fits = false;
@@ -159,6 +169,7 @@ class CostModel {
   int min_ = 1;
   bool batch_statistics_ = false;
   bool uses_rng_ = false;
+  bool measured_saved_ = false;  // The profile has saved_bytes.
 };
 
 }  // namespace harmony::planner

@@ -42,6 +42,29 @@ TEST(CostModelTest, PackSums) {
   EXPECT_EQ(m->BackwardMemory(0, 2, 8), (4u << 20) + 1024 * 8 + 2 * 3 * 1024 * 8);
 }
 
+// With measured saved activations: the recompute keeps every vLayer's, and
+// the backward of the last one adds its transient (its peak above weights,
+// input and saved bytes, fresh gradients included: from the second
+// microbatch on they exist beside the accumulated ones).
+TEST(CostModelTest, BackwardMemoryFromSavedActivations) {
+  FakeProfileOptions o;
+  proto::ProfileFile file = MakeFakeProfile(o);
+  for (auto& v : *file.mutable_profile()->mutable_vlayers()) {
+    for (auto& row : *v.mutable_by_microbatch()) {
+      row.set_saved_bytes(2 * o.activation_bytes * row.size());  // Peak: 2P + 4a.
+    }
+  }
+  auto m = *CostModel::Create(file);
+  const uint64_t p = o.parameter_bytes, a = o.activation_bytes * 8;
+  EXPECT_EQ(m->Cost(1, 8).saved_bytes, 2 * a);
+  // Weights and gradients 4P, input a, saved 2a + 2a, transient P + a.
+  EXPECT_EQ(m->BackwardMemory(0, 2, 8), 4 * p + a + 4 * a + p + a);
+  // One vLayer: 2P + a + 2a + (P + a).
+  EXPECT_EQ(m->BackwardMemory(2, 3, 8), 2 * p + a + 2 * a + p + a);
+  // Interpolated like the peaks: halfway between 4 and 8.
+  EXPECT_EQ(m->Cost(1, 6).saved_bytes, 2 * o.activation_bytes * 6);
+}
+
 TEST(CostModelTest, SkipConnectionsReachTheirConsumer) {
   FakeProfileOptions o;
   o.layers = 5;

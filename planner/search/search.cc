@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/units.h"
 
 namespace harmony::planner {
 namespace {
@@ -209,8 +210,8 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   if (!have) {
     if (!first_error.ok() && !absl::IsInvalidArgument(first_error)) return first_error;
     return absl::ResourceExhaustedError(absl::StrCat(
-        "no configuration fits ", o.num_devices, " device(s) of ", o.device_memory,
-        " bytes (", best.candidates,
+        "no configuration fits ", o.num_devices, " device(s) of ",
+        common::FormatBytes(o.device_memory), " (", best.candidates,
         " simulated); give more device memory or a finer decomposition",
         first_error.ok() ? "" : absl::StrCat(" (", first_error.message(), ")")));
   }

@@ -30,6 +30,9 @@ struct Hold {
   uint64_t bytes;
   int from_op;      // Allocated when this op starts...
   int until_op;     // ...freed when this op ends.
+  // Or when this op starts, if earlier: a prefetch's buffer is allocated
+  // when the task it overlaps starts, however late the copy begins.
+  int or_from_op = -1;
 };
 
 class Sim {
@@ -141,7 +144,8 @@ class Sim {
         }
         weight_op_[t.id] = Add(d, kSwapIn, kToDevice, w->bytes / to_device_bw_, deps,
                                absl::StrCat("weights in ", label));
-        holds_.push_back({d, w->bytes, weight_op_[t.id], -(t.id + 1)});
+        const int during = w->peer_task >= 0 ? first_compute_[w->peer_task] : -1;
+        holds_.push_back({d, w->bytes, weight_op_[t.id], -(t.id + 1), during});
         weights_holder_[t.id] = static_cast<int>(holds_.size()) - 1;
       }
       if (weight_op_[t.id] < 0 && kept_for.count(t.id)) {
@@ -152,13 +156,16 @@ class Sim {
           weights_holder_[t.id] = it->second;
         }
       }
+      // Tasks on a device run one after another, as the runtime runs them.
+      const std::vector<int> after =
+          position >= 1 ? end_ops_[device_tasks_[d][position - 1]] : std::vector<int>{};
       int last_compute = -1;
       for (const Microbatch& mb : t.microbatches) {
         std::vector<int> inputs;
         uint64_t in_bytes = 0;
         int first_in = -1;
         for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
-          const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, {},
+          const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, after,
                              absl::StrCat("data in ", label, " #", mb.index));
           inputs.push_back(op);
           in_bytes += x->bytes;
@@ -176,7 +183,9 @@ class Sim {
               if (first_in < 0 && !from.empty()) first_in = from.front();
               continue;
             }
-            const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, from,
+            std::vector<int> deps = from;
+            deps.insert(deps.end(), after.begin(), after.end());
+            const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
                                absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
                                                                            : "activations in ",
                                             label, " #", mb.index));
@@ -185,6 +194,7 @@ class Sim {
           }
         }
         std::vector<int> deps = inputs;
+        deps.insert(deps.end(), after.begin(), after.end());
         if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
         const double seconds =
             t.kind == TaskKind::kForward
@@ -251,6 +261,13 @@ class Sim {
         reduce = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {last_compute},
                      absl::StrCat("reduce ", label));
         reduce_waiting[t.pack].push_back(reduce);
+        // A receive buffer: the runtime sums one parameter's copy at a time;
+        // a vLayer's gradients bound it.
+        uint64_t largest = 0;
+        for (int l = t.vlayers.begin; l < t.vlayers.end; ++l) {
+          largest = std::max(largest, m_.GradientBytes(l, l + 1));
+        }
+        holds_.push_back({d, largest, reduce, reduce});
         grads_free = reduce;
         end_ops_[t.id].push_back(reduce);
       }
@@ -359,7 +376,8 @@ class Sim {
     std::vector<std::vector<std::pair<double, int64_t>>> events(c_.num_devices);
     for (const Hold& h : holds_) {
       if (h.bytes == 0) continue;
-      const double from = ops_[h.from_op].start;
+      double from = ops_[h.from_op].start;
+      if (h.or_from_op >= 0) from = std::min(from, ops_[h.or_from_op].start);
       const double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
       events[h.device].push_back({from, static_cast<int64_t>(h.bytes)});
       events[h.device].push_back({std::max(from, until), -static_cast<int64_t>(h.bytes)});

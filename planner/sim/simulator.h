@@ -14,13 +14,18 @@
 // when that task lists the prefetch, after it started computing), then for
 // each microbatch receives its inputs, computes, and sends its outputs;
 // a backward task then reduces (vDP) and sends its gradients out, and the
-// update runs on the CPU as soon as they land.
+// update runs on the CPU as soon as they land. A device's tasks run one
+// after another, as the runtime runs them: a task receives and computes
+// only once the previous one has ended (sent its outputs and gradients);
+// only the weight prefetch overlaps.
 //
-// Memory per device: a task's weights from their swap-in until the task
-// ends (kept into the next task when it says so), gradients from its first
+// Memory per device: a task's weights from their swap-in (a prefetch's from
+// the start of the task it overlaps, when the runtime allocates them) until
+// the task ends (kept into the next task when it says so), gradients from its first
 // compute until they are out, each microbatch's input from its arrival until
-// its compute ends, its output from its compute until it is sent, and the
-// compute's working set while it runs.
+// its compute ends, its output from its compute until it is sent, the
+// compute's working set while it runs, and a reduction's receive buffer
+// (a vLayer's gradients) while it runs.
 //
 // Thread-safety: stateless functions.
 

@@ -157,6 +157,39 @@ TEST(SimulatorTest, VdpReductionWaitsForEveryDevice) {
   EXPECT_EQ(reductions, 2);
 }
 
+// As the runtime runs them: a device's next task starts once its previous
+// one has ended (gradients out included), and the weights it prefetches
+// during a task occupy memory from that task's start, however late the copy
+// itself gets the link (here it queues behind the task's stash-ins).
+TEST(SimulatorTest, DeviceTasksInOrderAndPrefetchCountedFromTheTaskStart) {
+  FakeProfileOptions o;
+  o.layers = 3;
+  o.activation_bytes = 4u << 20;  // Stash-ins slower than the compute.
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  Config c;
+  c.mode = Mode::kVpp;
+  c.num_devices = 1;
+  c.device_memory = 1ull << 40;
+  c.minibatch = 4;
+  c.forward_microbatch = c.backward_microbatch = 1;
+  c.forward_packs = {{0, 1}, {1, 2}};
+  c.backward_packs = {{0, 1}, {1, 2}, {2, 3}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto r = Simulate(*m, *g, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const TraceEvent& fused_out = Event(*r, "gradients out backward 2-2");
+  const TraceEvent& next = Event(*r, "backward 1-1 #0");
+  EXPECT_GE(next.start_s, fused_out.end_s - 1e-12);
+  const TraceEvent& prefetch = Event(*r, "weights in backward 0-0");
+  EXPECT_GT(prefetch.start_s, next.end_s);  // The copy starts late...
+  // ... but its buffer counts beside backward 1-1's first microbatch:
+  // weights, gradients, that microbatch's stash and working set, and the
+  // prefetched pack's weights.
+  const uint64_t first = m->BackwardMemory(1, 2, 1) + m->WeightBytes(0, 1);
+  EXPECT_GE(r->device_peak[0], first);
+}
+
 TEST(SimulatorTest, ChromeTraceIsValidJson) {
   auto m = Model(2);
   Config c;
