@@ -243,7 +243,8 @@ int Synthesize(const std::vector<std::string>& args) {
       ("profile", po::value(&in), "measured profile (required)")
       ("block", po::value(&block), "vLayer index of one block (required)")
       ("block-count", po::value(&block_count)->default_value(1),
-       "how many block vLayers the measured model has, from --block on")
+       "how many block vLayers the measured model has, from --block on "
+       "(their median times are the copies')")
       ("blocks", po::value(&blocks), "blocks in the synthesized model (required)")
       ("width-scale", po::value(&width_scale)->default_value(1.0),
        "width of the synthesized model over the measured one")

@@ -575,6 +575,31 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   return file;
 }
 
+namespace {
+
+// Time per sample at microbatch size `u` (any positive value), linear
+// between the measured sizes that fit, the nearest one outside them.
+double PerSampleTime(const proto::VLayerProfile& v, double u, bool backward) {
+  std::vector<std::pair<double, double>> points;  // (size, seconds per sample)
+  for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+    if (!(backward ? m.backward_fits() : m.forward_fits()) || m.size() == 0) continue;
+    points.emplace_back(m.size(),
+                        (backward ? m.backward_time_s() : m.forward_time_s()) / m.size());
+  }
+  if (points.empty()) return 0.0;
+  if (u <= points.front().first) return points.front().second;
+  for (size_t i = 1; i < points.size(); ++i) {
+    if (u <= points[i].first) {
+      const auto& [a, ta] = points[i - 1];
+      const auto& [b, tb] = points[i];
+      return ta + (tb - ta) * (u - a) / (b - a);
+    }
+  }
+  return points.back().second;
+}
+
+}  // namespace
+
 absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& base,
                                                      int block, int block_count,
                                                      int num_blocks,
@@ -611,8 +636,12 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
     v.set_buffer_bytes(static_cast<uint64_t>(in.buffer_bytes() * a));
     v.set_update_time_s(in.update_time_s() * w);  // The host's CPU: unscaled.
     for (proto::MicrobatchProfile& m : *v.mutable_by_microbatch()) {
-      m.set_forward_time_s(m.forward_time_s() * w * q * k);
-      m.set_backward_time_s(m.backward_time_s() * w * q * k);
+      // A sample q times as long is as many tokens as q measured samples:
+      // a microbatch of u runs at the per-sample efficiency measured at
+      // u x q (the largest measured size past it).
+      const double tokens = m.size() * q;
+      m.set_forward_time_s(m.size() * PerSampleTime(in, tokens, false) * w * q * k);
+      m.set_backward_time_s(m.size() * PerSampleTime(in, tokens, true) * w * q * k);
       // Peaks: weights (and, in backward, their gradients) scale with the
       // weights, the rest with the activations.
       auto peak = [&](uint64_t p, double weights) {
@@ -634,8 +663,24 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
   p->set_synthesized(true);
   std::vector<proto::VLayerProfile> layers;
   for (int k = 0; k < block; ++k) layers.push_back(scaled(base.profile().vlayers(k), s, s));
+  // The block's times: the median over the measured blocks at each size,
+  // so one noisy measurement does not repeat num_blocks times.
+  proto::VLayerProfile typical = base.profile().vlayers(block);
+  for (int i = 0; i < typical.by_microbatch_size(); ++i) {
+    proto::MicrobatchProfile* row = typical.mutable_by_microbatch(i);
+    std::vector<double> fwd, bwd;
+    for (int k = block; k < block + block_count; ++k) {
+      const proto::VLayerProfile& v = base.profile().vlayers(k);
+      if (i < v.by_microbatch_size() && v.by_microbatch(i).size() == row->size()) {
+        fwd.push_back(v.by_microbatch(i).forward_time_s());
+        bwd.push_back(v.by_microbatch(i).backward_time_s());
+      }
+    }
+    row->set_forward_time_s(Median(fwd));
+    row->set_backward_time_s(Median(bwd));
+  }
   for (int r = 0; r < num_blocks; ++r) {
-    layers.push_back(scaled(base.profile().vlayers(block), s * s, s));
+    layers.push_back(scaled(typical, s * s, s));
   }
   for (int k = block + block_count; k < n; ++k) {
     layers.push_back(scaled(base.profile().vlayers(k), s, s));

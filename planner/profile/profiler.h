@@ -65,10 +65,12 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(
 // `block`, then `num_blocks` copies of vLayer `block`, then the vLayers
 // after the last of `base`'s copies of that block (`block_count` of them
 // in `base`). With `width_scale` s != 1 the block is scaled to a model s
-// times as wide: weights and compute by s^2, activations by s. Times and
-// sizes of the copies are the block's; the result is marked synthesized.
+// times as wide: weights and compute by s^2, activations by s. Sizes of the
+// copies are the block's, their times at each microbatch size the median
+// over `base`'s blocks; the result is marked synthesized.
 // With `seq_scale` q != 1, sequences q times as long: activations and
-// compute scale by q more. `compute_scale` multiplies every time (e.g. 0.001
+// compute scale by q more, and a microbatch of u runs at the per-sample
+// efficiency measured at u x q samples (as many tokens). `compute_scale` multiplies every time (e.g. 0.001
 // to plan for devices 1000 times faster than the one profiled).
 absl::StatusOr<proto::ProfileFile> SynthesizeProfile(
     const proto::ProfileFile& base, int block, int block_count, int num_blocks,
