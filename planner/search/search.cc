@@ -1,8 +1,10 @@
 #include "planner/search/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/units.h"
@@ -26,6 +28,33 @@ int TotalPacks(const Config& c) {
   return static_cast<int>(c.forward_packs.size() + c.backward_packs.size());
 }
 
+struct Candidate {
+  Config config;
+  absl::StatusOr<TaskGraph> graph = absl::UnknownError("not built");
+  absl::StatusOr<SimResult> sim = absl::UnknownError("not simulated");
+};
+
+// Builds and simulates every config on `threads` threads; results in the
+// configs' order.
+std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config>& configs,
+                                   int threads) {
+  std::vector<Candidate> out(configs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < out.size(); i = next++) {
+      out[i].config = std::move(configs[i]);
+      out[i].graph = BuildTaskGraph(model, out[i].config);
+      if (out[i].graph.ok()) out[i].sim = Simulate(model, *out[i].graph);
+    }
+  };
+  const int n = std::max(1, std::min<int>(threads, static_cast<int>(out.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
@@ -47,6 +76,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   const int layers = model.num_layers();
   const double link = model.bandwidths().host_all_devices / o.num_devices;
   const std::vector<double> fractions = {1.0, 0.7, 0.5};
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 
   SearchResult best;
   bool have = false;
@@ -115,6 +147,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
         }
       }
       for (int uf : forward_sizes) {
+        std::vector<Config> configs;
         if (o.progress) {
           o.progress(absl::StrCat("searching ", ModeName(mode), ", microbatches ", uf, "/",
                                   ub, " (", best.candidates, " simulated)"));
@@ -168,40 +201,48 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             c.backward_microbatch = ub;
             c.forward_packs = fwd;
             c.backward_packs = bwd;
-            absl::StatusOr<TaskGraph> g = BuildTaskGraph(model, c);
-            if (!g.ok()) {
-              note(g.status());
-              continue;
+            configs.push_back(std::move(c));
+          }
+        }
+        // Simulated in parallel, compared in order: the same answer for any
+        // number of threads.
+        std::vector<Candidate> done = SimulateAll(model, configs, threads);
+        configs.clear();
+        for (Candidate& cand : done) {
+          const Config& c = cand.config;
+          absl::StatusOr<TaskGraph>& g = cand.graph;
+          if (!g.ok()) {
+            note(g.status());
+            continue;
+          }
+          absl::StatusOr<SimResult>& sim = cand.sim;
+          if (!sim.ok()) return sim.status();
+          ++best.candidates;
+          if (!sim->fits) continue;
+          ++best.feasible;
+          // Faster wins; within the tolerance, fewer bytes over the host
+          // link, then fewer packs. Compared with the fastest time seen, so
+          // the winner stays within the tolerance of the fastest.
+          const double t = sim->iteration_s;
+          fastest = std::min(fastest, t);
+          const uint64_t bytes = sim->swap.host_link();
+          const double limit = fastest * (1 + o.time_tolerance);
+          bool better = !have;
+          if (have) {
+            const double bt = best.sim.iteration_s;
+            const uint64_t best_bytes = best.sim.swap.host_link();
+            if (bt > limit) {
+              better = t < bt;  // The current best fell out of the window.
+            } else if (t <= limit) {
+              better = bytes < best_bytes ||
+                       (bytes == best_bytes &&
+                        (t < bt || (t == bt && TotalPacks(c) < TotalPacks(best.graph.config))));
             }
-            absl::StatusOr<SimResult> sim = Simulate(model, *g);
-            if (!sim.ok()) return sim.status();
-            ++best.candidates;
-            if (!sim->fits) continue;
-            ++best.feasible;
-            // Faster wins; within the tolerance, fewer bytes over the host
-            // link, then fewer packs. Compared with the fastest time seen, so
-            // the winner stays within the tolerance of the fastest.
-            const double t = sim->iteration_s;
-            fastest = std::min(fastest, t);
-            const uint64_t bytes = sim->swap.host_link();
-            const double limit = fastest * (1 + o.time_tolerance);
-            bool better = !have;
-            if (have) {
-              const double bt = best.sim.iteration_s;
-              const uint64_t best_bytes = best.sim.swap.host_link();
-              if (bt > limit) {
-                better = t < bt;  // The current best fell out of the window.
-              } else if (t <= limit) {
-                better = bytes < best_bytes ||
-                         (bytes == best_bytes &&
-                          (t < bt || (t == bt && TotalPacks(c) < TotalPacks(best.graph.config))));
-              }
-            }
-            if (better) {
-              best.graph = *std::move(g);
-              best.sim = *std::move(sim);
-              have = true;
-            }
+          }
+          if (better) {
+            best.graph = *std::move(g);
+            best.sim = *std::move(sim);
+            have = true;
           }
         }
       }

@@ -38,6 +38,9 @@ struct SearchOptions {
   // among them the plan moving fewer bytes over the host link wins: the
   // simulator is not that exact, and less traffic is more robust.
   double time_tolerance = 0.05;
+  // Threads simulating candidates (0: one per hardware thread). The result
+  // does not depend on it: candidates are compared in a fixed order.
+  int threads = 0;
   std::function<void(const std::string&)> progress;
 };
 

@@ -36,6 +36,18 @@ TEST(SearchTest, FindsAFittingValidScheduleDeterministically) {
   EXPECT_EQ(again->graph.config.backward_packs, r->graph.config.backward_packs);
   EXPECT_EQ(again->graph.config.forward_packs, r->graph.config.forward_packs);
   EXPECT_EQ(again->sim.iteration_s, r->sim.iteration_s);
+  // Simulating the candidates on several threads changes nothing.
+  for (int threads : {1, 3}) {
+    SearchOptions p = o;
+    p.threads = threads;
+    absl::StatusOr<SearchResult> t = SearchSchedule(*m, p);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->graph.config.backward_packs, r->graph.config.backward_packs);
+    EXPECT_EQ(t->graph.config.forward_packs, r->graph.config.forward_packs);
+    EXPECT_EQ(t->graph.config.forward_microbatch, r->graph.config.forward_microbatch);
+    EXPECT_EQ(t->sim.iteration_s, r->sim.iteration_s);
+    EXPECT_EQ(t->candidates, r->candidates);
+  }
 }
 
 TEST(SearchTest, PinnedChoicesAreKept) {
