@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/units.h"
@@ -36,7 +37,7 @@ struct Candidate {
 
 // Builds and simulates every config on `threads` threads; results in the
 // configs' order.
-std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config>& configs,
+std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config> configs,
                                    int threads) {
   std::vector<Candidate> out(configs.size());
   std::atomic<size_t> next{0};
@@ -206,8 +207,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
         }
         // Simulated in parallel, compared in order: the same answer for any
         // number of threads.
-        std::vector<Candidate> done = SimulateAll(model, configs, threads);
-        configs.clear();
+        std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
         for (Candidate& cand : done) {
           const Config& c = cand.config;
           absl::StatusOr<TaskGraph>& g = cand.graph;
