@@ -31,6 +31,15 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
   m->max_forward_ = static_cast<int>(p.max_forward_microbatch());
   m->max_backward_ = static_cast<int>(p.max_backward_microbatch());
   m->batch_statistics_ = file.model().has_batch_statistics();
+  // A loss applied outside the model reads the targets on the device of the
+  // last backward pack.
+  if (file.model().loss() != proto::LOSS_FROM_MODEL) {
+    for (const proto::TensorMeta& t : file.model().sample_targets()) {
+      if (t.shape_size() > 0 && t.shape(0) > 0) {
+        m->target_bytes_per_sample_ += t.bytes() / static_cast<uint64_t>(t.shape(0));
+      }
+    }
+  }
   if (m->max_backward_ < 1) {
     return absl::InvalidArgumentError(
         "the profile has no microbatch size whose backward fits a device");
@@ -385,7 +394,12 @@ uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
                                     s.weight_bytes() + c.input_bytes + c.saved_bytes));
   }
   return WeightBytes(begin, end) + GradientBytes(begin, end) +
-         PackInputBytes(begin, end, u) + std::max(top, saved);
+         PackInputBytes(begin, end, u) + std::max(top, saved) +
+         (end == num_layers() ? TargetBytes(u) : 0);
+}
+
+uint64_t CostModel::TargetBytes(int microbatch) const {
+  return target_bytes_per_sample_ * static_cast<uint64_t>(microbatch);
 }
 
 }  // namespace harmony::planner

@@ -105,6 +105,10 @@ class CostModel {
   // Bytes of the activations that enter [begin, end) from before it (from
   // earlier vLayers; forward's own arguments count at begin = 0).
   uint64_t PackInputBytes(int begin, int end, int microbatch) const;
+  // Bytes of the targets of `microbatch` samples that a loss applied
+  // outside the model reads (0 when forward returns the loss): loaded onto
+  // the device of the last backward pack, and counted in its memory.
+  uint64_t TargetBytes(int microbatch) const;
   // Bytes of the pack's live-outs read by vLayers at or after `end`.
   uint64_t PackOutputBytes(int begin, int end, int microbatch) const;
 
@@ -168,6 +172,7 @@ class CostModel {
   int max_backward_ = 0;
   int min_ = 1;
   bool batch_statistics_ = false;
+  uint64_t target_bytes_per_sample_ = 0;
   bool uses_rng_ = false;
   bool measured_saved_ = false;  // The profile has saved_bytes.
 };

@@ -65,6 +65,28 @@ TEST(CostModelTest, BackwardMemoryFromSavedActivations) {
   EXPECT_EQ(m->Cost(1, 6).saved_bytes, 2 * o.activation_bytes * 6);
 }
 
+// A loss applied outside the model reads the targets on the device of the
+// last pack: they count there, and only there.
+TEST(CostModelTest, TargetsOfALossOutsideTheModel) {
+  FakeProfileOptions o;
+  proto::ProfileFile file = MakeFakeProfile(o);
+  proto::TensorMeta* t = file.mutable_model()->add_sample_targets();
+  t->add_shape(16);
+  t->set_dtype(proto::INT64);
+  t->set_batched(true);
+  t->set_bytes(16 * 8);
+  const auto plain = *CostModel::Create(MakeFakeProfile(o));
+  file.mutable_model()->set_loss(proto::CROSS_ENTROPY);
+  const auto with_targets = *CostModel::Create(file);
+  EXPECT_EQ(plain->TargetBytes(4), 0u);
+  EXPECT_EQ(with_targets->TargetBytes(4), 32u);
+  EXPECT_EQ(with_targets->BackwardMemory(2, 4, 8), plain->BackwardMemory(2, 4, 8) + 64);
+  EXPECT_EQ(with_targets->BackwardMemory(0, 2, 8), plain->BackwardMemory(0, 2, 8));
+  // When forward takes the targets and returns the loss, they are data.
+  file.mutable_model()->set_loss(proto::LOSS_FROM_MODEL);
+  EXPECT_EQ((*CostModel::Create(file))->TargetBytes(4), 0u);
+}
+
 TEST(CostModelTest, SkipConnectionsReachTheirConsumer) {
   FakeProfileOptions o;
   o.layers = 5;

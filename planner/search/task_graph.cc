@@ -114,6 +114,7 @@ class Builder {
     Task& t = g_.tasks[task];
     for (const Microbatch& mb : t.microbatches) {
       uint64_t bytes = m_.CrossBytes(-1, 0, t.vlayers.begin, t.vlayers.end, mb.size);
+      if (t.fused_loss) bytes += m_.TargetBytes(mb.size);
       if (bytes == 0) continue;
       t.transfers.push_back(
           {TransferKind::kDataIn, Channel::kHost, t.vlayers, mb.index, -1, -1, bytes});
@@ -350,16 +351,19 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
       }
     }
   }
-  // Gradients summed across devices (ring all-reduce: each device sends
-  // and receives 2(N-1)/N of them), then one copy goes to the host.
+  // Gradients summed across devices onto device 0 (a reduce, not an
+  // all-reduce: the CPU optimizer needs one copy): every other device sends
+  // its gradients to device 0, whose transfer is the receiving end (0
+  // bytes, from every peer); then device 0's sum goes to the host.
   for (int q = 0; q < nb; ++q) {
     const PackRange r = c.backward_packs[q];
     const uint64_t grads = m.GradientBytes(r.begin, r.end);
     for (int d = 0; d < n; ++d) {
       Task& t = g.tasks[bwd[q][d]];
       if (n > 1) {
-        t.transfers.push_back({TransferKind::kGradientReduce, Channel::kPeer, r, -1, -1,
-                               -1, grads * 2 * (n - 1) / n});
+        t.transfers.push_back({TransferKind::kGradientReduce, Channel::kPeer, r, -1,
+                               d == 0 ? -1 : 0, d == 0 ? -1 : bwd[q][0],
+                               d == 0 ? 0 : grads});
       }
       if (d == 0) b.GradientsOut(bwd[q][d], upd[q], true);
       b.AddDependency(upd[q], bwd[q][d]);

@@ -149,6 +149,14 @@ TEST(TaskGraphTest, VdpEveryDeviceRunsEveryPackOnItsShare) {
     const Task& b = g->tasks[i];
     EXPECT_EQ(Of(b, TransferKind::kGradientReduce).size(), 1u) << i;
     EXPECT_EQ(Of(b, TransferKind::kGradientsOut).size(), b.device == 0 ? 1u : 0u) << i;
+    // A reduce onto device 0: device 1 sends its gradients once, device 0
+    // receives (its transfer carries no bytes of its own).
+    for (const Transfer& x : b.transfers) {
+      if (x.kind != TransferKind::kGradientReduce) continue;
+      EXPECT_EQ(x.bytes, b.device == 0 ? 0u : m->GradientBytes(b.vlayers.begin, b.vlayers.end))
+          << i;
+      EXPECT_EQ(x.peer_device, b.device == 0 ? -1 : 0) << i;
+    }
   }
   EXPECT_EQ(g->tasks[4].kind, TaskKind::kUpdate);
   EXPECT_EQ(g->tasks[4].depends_on, (std::vector<int>{2, 3}));

@@ -65,6 +65,7 @@ class Sim {
     op.name = std::move(name);
     ops_.push_back(std::move(op));
     const int id = static_cast<int>(ops_.size()) - 1;
+    if (device >= 0 && !first_op_on_.count(device)) first_op_on_[device] = id;
     const size_t q = Queue(device, stream);
     if (queues_.size() <= q) queues_.resize(q + 1);
     queues_[q].push_back(id);
@@ -105,6 +106,27 @@ class Sim {
     return out;
   }
 
+  // For each task, per device: the latest task on that device it waits
+  // for, directly or not (data it reads, and the tasks before it on its own
+  // device); -1 if none.
+  std::vector<std::vector<int>> LatestAncestors() const {
+    const int n = static_cast<int>(g_.tasks.size());
+    std::vector<std::vector<int>> reach(n, std::vector<int>(c_.num_devices, -1));
+    std::vector<int> last_on(c_.num_devices, -1);
+    auto merge = [&](std::vector<int>& into, const std::vector<int>& from) {
+      for (int d = 0; d < c_.num_devices; ++d) into[d] = std::max(into[d], from[d]);
+    };
+    for (const Task& t : g_.tasks) {
+      std::vector<int>& r = reach[t.id];
+      for (int dep : t.depends_on) merge(r, reach[dep]);
+      if (t.kind == TaskKind::kUpdate) continue;  // Runs on the host.
+      if (last_on[t.device] >= 0) merge(r, reach[last_on[t.device]]);
+      r[t.device] = t.id;
+      last_on[t.device] = t.id;
+    }
+    return reach;
+  }
+
   void Build() {
     const int n = static_cast<int>(g_.tasks.size());
     first_compute_.assign(n, -1);
@@ -119,6 +141,16 @@ class Sim {
     }
     // Collective reductions: pack -> per device last compute.
     std::map<int, std::vector<int>> reduce_waiting;
+    // A pack's reduction moves every sender's gradients into device 0 one
+    // after another; each participant is held until it is done.
+    std::map<int, uint64_t> reduce_bytes;
+    for (const Task& t : g_.tasks) {
+      if (t.kind != TaskKind::kBackward) continue;
+      for (const Transfer* x : Find(t, TransferKind::kGradientReduce, -1)) {
+        reduce_bytes[t.pack] += x->bytes;
+      }
+    }
+    const std::vector<std::vector<int>> reach = LatestAncestors();
     for (const Task& t : g_.tasks) {
       const int d = t.device;
       const std::string label = absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-",
@@ -163,6 +195,12 @@ class Sim {
       for (const Microbatch& mb : t.microbatches) {
         std::vector<int> inputs;
         uint64_t in_bytes = 0;
+        struct PeerIn {
+          uint64_t bytes;
+          int send_op;
+          int early_op;
+        };
+        std::vector<PeerIn> pending_peer;
         int first_in = -1;
         for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
           const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, after,
@@ -177,8 +215,20 @@ class Sim {
                                         : TransferKind::kStashOut;
           for (const Transfer* x : Find(t, kind, mb.index)) {
             std::vector<int> from = Sends(x->peer_task, send, t.id, mb.index);
+            if (x->channel == Channel::kPeer) {
+              // The sender copies into this device when it has computed:
+              // in the runtime that can be as soon as this device has
+              // finished the last task the sender depends on, however far
+              // ahead of this simulation the sender runs. Held from then.
+              inputs.insert(inputs.end(), from.begin(), from.end());
+              const int q = reach[x->peer_task][d];
+              const int early = q >= 0 && !end_ops_[q].empty() ? end_ops_[q].front()
+                                                                : first_op_on_.at(d);
+              pending_peer.push_back({x->bytes, from.empty() ? -1 : from.front(), early});
+              continue;
+            }
             in_bytes += x->bytes;
-            if (x->channel == Channel::kPeer || x->channel == Channel::kLocal) {
+            if (x->channel == Channel::kLocal) {
               inputs.insert(inputs.end(), from.begin(), from.end());
               if (first_in < 0 && !from.empty()) first_in = from.front();
               continue;
@@ -206,6 +256,9 @@ class Sim {
         last_compute = compute;
         end_ops_[t.id].push_back(compute);
         if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
+        for (const PeerIn& p : pending_peer) {
+          holds_.push_back({d, p.bytes, p.send_op >= 0 ? p.send_op : compute, compute, p.early_op});
+        }
         // Working set while computing.
         const int u = mb.size;
         const uint64_t weights = m_.WeightBytes(t.vlayers.begin, t.vlayers.end);
@@ -215,8 +268,11 @@ class Sim {
           working = mem > weights ? mem - weights : 0;
         } else {
           const uint64_t mem = m_.BackwardMemory(t.vlayers.begin, t.vlayers.end, u);
+          // The pack's input and the loss's targets are held with the
+          // inputs above.
           const uint64_t fixed = weights + m_.GradientBytes(t.vlayers.begin, t.vlayers.end) +
-                                 m_.PackInputBytes(t.vlayers.begin, t.vlayers.end, u);
+                                 m_.PackInputBytes(t.vlayers.begin, t.vlayers.end, u) +
+                                 (t.fused_loss ? m_.TargetBytes(u) : 0);
           working = mem > fixed ? mem - fixed : 0;
         }
         holds_.push_back({d, working, compute, compute});
@@ -258,7 +314,7 @@ class Sim {
       int grads_free = last_compute;
       int reduce = -1;
       for (const Transfer* x : Find(t, TransferKind::kGradientReduce, -1)) {
-        reduce = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {last_compute},
+        reduce = Add(d, kPeer, kNoLink, reduce_bytes[t.pack] / peer_bw_, {last_compute},
                      absl::StrCat("reduce ", label));
         reduce_waiting[t.pack].push_back(reduce);
         // A receive buffer: the runtime sums one parameter's copy at a time;
@@ -437,6 +493,7 @@ class Sim {
   std::vector<std::vector<int>> end_ops_;
   std::vector<Hold> holds_;
   std::map<int, int> weights_holder_;  // Task -> its weights' hold.
+  std::map<int, int> first_op_on_;     // Device -> its first op.
 };
 
 }  // namespace

@@ -190,6 +190,38 @@ TEST(SimulatorTest, DeviceTasksInOrderAndPrefetchCountedFromTheTaskStart) {
   EXPECT_GE(r->device_peak[0], first);
 }
 
+// A device copies its outputs into the receiving device as soon as it has
+// computed them; running ahead of this simulation (the runtime's timing is
+// not the simulator's), all of a task's microbatches can land before the
+// receiver computes its first. The receiver's peak counts them so.
+TEST(SimulatorTest, PeerInputsCountFromWhenTheSenderCouldHaveSentThem) {
+  FakeProfileOptions o;
+  o.forward_s_per_sample = 10e-3;  // In this timeline the sender is slow:
+  o.backward_factor = 0.1;         // each input arrives after the last is used.
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  Config c;
+  c.mode = Mode::kVpp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 4;
+  c.forward_microbatch = c.backward_microbatch = 1;
+  c.forward_packs = {{0, 2}};
+  c.backward_packs = {{0, 2}, {2, 4}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Task* fused = nullptr;
+  for (const Task& t : g->tasks) {
+    if (t.fused_loss) fused = &t;
+  }
+  ASSERT_NE(fused, nullptr);
+  ASSERT_NE(fused->device, g->tasks[0].device);  // Inputs come by PEER.
+  auto r = Simulate(*m, *g, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const uint64_t in = m->CrossBytes(0, 2, 2, 4, 1);
+  EXPECT_GT(Event(*r, "forward 0-1 #3").start_s, Event(*r, "backward 2-3 #0").end_s);
+  EXPECT_GE(r->device_peak[fused->device], m->BackwardMemory(2, 4, 1) + 3 * in);
+}
+
 TEST(SimulatorTest, ChromeTraceIsValidJson) {
   auto m = Model(2);
   Config c;
