@@ -1,9 +1,12 @@
 #include "common/device_memory.h"
 
 #include <atomic>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -18,6 +21,58 @@ struct DeviceMemory::State {
   uint64_t capacity = 0;
   std::atomic<uint64_t> used{0};
   std::atomic<uint64_t> peak{0};
+  std::atomic<uint64_t> allocations{0};  // Fresh from the base allocator.
+  std::atomic<uint64_t> reused{0};       // Served from the cache.
+
+  // Storages freed on this device, kept for reuse by size (as a GPU's
+  // caching allocator keeps them): in use + cached <= capacity, so the
+  // cache never causes an out-of-memory; it is trimmed when an allocation
+  // needs the room.
+  std::mutex cache_mu;
+  std::map<uint64_t, std::vector<void*>> cache;  // Guarded by cache_mu.
+  uint64_t cached = 0;                           // Guarded by cache_mu.
+  c10::DeleterFnPtr free_block = nullptr;        // Set before any caching.
+
+  ~State() {
+    for (auto& [bytes, blocks] : cache) {
+      for (void* p : blocks) free_block(p);
+    }
+  }
+
+  // A cached storage of exactly `bytes`, or nullptr.
+  void* TakeCached(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto it = cache.find(bytes);
+    if (it == cache.end()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty()) cache.erase(it);
+    cached -= bytes;
+    return p;
+  }
+
+  // Frees cached storages, largest first, until in use + cached fits the
+  // capacity (`used` already counts the allocation being made).
+  void Trim() {
+    std::vector<void*> out;
+    {
+      std::lock_guard<std::mutex> lock(cache_mu);
+      while (cached > 0 && used.load(std::memory_order_relaxed) + cached > capacity) {
+        auto it = std::prev(cache.end());
+        out.push_back(it->second.back());
+        it->second.pop_back();
+        cached -= it->first;
+        if (it->second.empty()) cache.erase(it);
+      }
+    }
+    for (void* p : out) free_block(p);
+  }
+
+  void Cache(void* p, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    cache[bytes].push_back(p);
+    cached += bytes;
+  }
 
   // Reserves `bytes`; false (nothing reserved) when over capacity.
   bool Reserve(uint64_t bytes) {
@@ -50,6 +105,8 @@ const std::string& DeviceMemory::name() const { return state_->name; }
 uint64_t DeviceMemory::capacity() const { return state_->capacity; }
 uint64_t DeviceMemory::used() const { return state_->used.load(); }
 uint64_t DeviceMemory::peak() const { return state_->peak.load(); }
+uint64_t DeviceMemory::allocations() const { return state_->allocations.load(); }
+uint64_t DeviceMemory::reused() const { return state_->reused.load(); }
 void DeviceMemory::ResetPeak() { state_->peak.store(state_->used.load()); }
 
 namespace {
@@ -86,9 +143,16 @@ class AccountingAllocator final : public c10::Allocator {
           FormatBytes(state->used.load()), " of ", FormatBytes(state->capacity),
           " in use");
     }
-    void* data = nullptr;
+    void* data = state->TakeCached(bytes);
     try {
-      data = base_->raw_allocate(bytes);
+      if (data != nullptr) {
+        state->reused.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        state->free_block = base_deleter_;
+        state->Trim();
+        data = base_->raw_allocate(bytes);
+        state->allocations.fetch_add(1, std::memory_order_relaxed);
+      }
       std::lock_guard<std::mutex> lock(mu_);
       counted_.emplace(data, Entry{state, bytes});
     } catch (...) {
@@ -126,8 +190,12 @@ class AccountingAllocator final : public c10::Allocator {
         self->counted_.erase(it);
       }
     }
-    self->base_deleter_(data);
-    if (state) state->Release(bytes);
+    if (!state) {
+      self->base_deleter_(data);
+      return;
+    }
+    state->Cache(data, bytes);
+    state->Release(bytes);
   }
 
   c10::Allocator* base_;

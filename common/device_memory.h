@@ -8,7 +8,8 @@
 //
 // The accounting is done by an allocator installed as LibTorch's CPU
 // allocator (InstallDeviceMemoryAccounting); outside any scope it simply
-// forwards to the allocator it replaced. Allocations made by intra-op worker
+// forwards to the allocator it replaced. Storages freed on a device are
+// cached for reuse by size (see DeviceMemory::allocations). Allocations made by intra-op worker
 // threads (rare scratch buffers) are not counted.
 //
 // Thread-safety: DeviceMemory is thread-safe. A DeviceMemoryScope is
@@ -36,6 +37,14 @@ class DeviceMemory {
   uint64_t used() const;
   // Highest `used` since construction or the last ResetPeak.
   uint64_t peak() const;
+  // Storages allocated so far from the process's allocator, and served
+  // again from this device's cache of freed storages (one per storage,
+  // however large). Freed storages are kept by size and reused for the
+  // same size, as a GPU's caching allocator does; in use + cached stays
+  // within the capacity (the cache is trimmed first), so caching never
+  // causes an out-of-memory error, and used()/peak() count live bytes only.
+  uint64_t allocations() const;
+  uint64_t reused() const;
   void ResetPeak();
 
   // Shared with the storages allocated under it, so it may be destroyed

@@ -96,5 +96,33 @@ TEST_F(DeviceMemoryTest, DeviceMayGoBeforeItsTensors) {
   EXPECT_TRUE(state.expired());
 }
 
+// Freed storages are reused for the same size, as a GPU's caching
+// allocator does: only live bytes count, and the cache gives way when an
+// allocation needs its room.
+TEST_F(DeviceMemoryTest, FreedStoragesAreReusedWithoutCounting) {
+  DeviceMemory memory("cpu:0", 10000);
+  DeviceMemoryScope scope(&memory);
+  void* first = nullptr;
+  {
+    at::Tensor a = at::empty({1000}, at::kFloat);
+    first = a.data_ptr();
+  }
+  EXPECT_EQ(memory.allocations(), 1u);
+  EXPECT_EQ(memory.used(), 0u);
+  {
+    at::Tensor again = at::empty({1000}, at::kFloat);  // Same size: reused.
+    EXPECT_EQ(again.data_ptr(), first);
+    EXPECT_EQ(memory.used(), 4000u);
+    at::Tensor other = at::empty({500}, at::kFloat);  // Another size: fresh.
+  }
+  EXPECT_EQ(memory.allocations(), 2u);
+  EXPECT_EQ(memory.reused(), 1u);
+  EXPECT_EQ(memory.peak(), 6000u);
+  // 6000 bytes cached; 9000 live still fit: the cache is trimmed, no error.
+  at::Tensor big = at::empty({2250}, at::kFloat);
+  EXPECT_EQ(memory.used(), 9000u);
+  EXPECT_EQ(memory.allocations(), 3u);
+}
+
 }  // namespace
 }  // namespace harmony::common

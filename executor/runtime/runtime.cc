@@ -1203,6 +1203,11 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.optimizer_ns = 0;
   for (Device& d : m.devices) d.memory->ResetPeak();
   for (auto& h : m.host) h->grads_in = false;
+  std::vector<uint64_t> allocations_before, reused_before;
+  for (const Device& d : m.devices) {
+    allocations_before.push_back(d.memory->allocations());
+    reused_before.push_back(d.memory->reused());
+  }
 
   std::vector<std::thread> threads;
   for (size_t d = 0; d < m.devices.size(); ++d) {
@@ -1235,7 +1240,12 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   out.bytes.peer = m.counts[Impl::kPeerBytes];
   out.bytes.data_in = m.counts[Impl::kDataIn];
   out.bytes.targets_in = m.counts[Impl::kTargetsIn];
-  for (const Device& d : m.devices) out.device_peak_bytes.push_back(d.memory->peak());
+  for (size_t d = 0; d < m.devices.size(); ++d) {
+    out.device_peak_bytes.push_back(m.devices[d].memory->peak());
+    out.device_allocations.push_back(m.devices[d].memory->allocations() -
+                                     allocations_before[d]);
+    out.device_reused.push_back(m.devices[d].memory->reused() - reused_before[d]);
+  }
   out.compute_s = m.compute_ns * 1e-9;
   out.swap_wait_s = m.wait_ns * 1e-9;
   out.optimizer_s = m.optimizer_ns * 1e-9;
@@ -1336,6 +1346,8 @@ std::string MetricsJson(const IterationMetrics& m) {
         {"to_device", m.bytes.to_device()},
         {"to_host", m.bytes.to_host()}}},
       {"device_peak_bytes", m.device_peak_bytes},
+      {"device_allocations", m.device_allocations},
+      {"device_reused", m.device_reused},
       {"compute_s", m.compute_s},
       {"swap_wait_s", m.swap_wait_s},
       {"optimizer_s", m.optimizer_s},

@@ -101,6 +101,13 @@ struct IterationMetrics {
   double samples_per_s = 0;
   SwapCounts bytes;
   std::vector<uint64_t> device_peak_bytes;
+  // Storages each device needed during the iteration (weights, gradients,
+  // received activations, every tensor computed there): fresh from the
+  // process's allocator, and reused from the device's cache of freed
+  // storages (common/device_memory.h). From the second iteration on nearly
+  // all are reused: buffers are not allocated anew per task.
+  std::vector<uint64_t> device_allocations;
+  std::vector<uint64_t> device_reused;
   // Summed over devices: computing, and waiting for weights and inputs.
   double compute_s = 0;
   double swap_wait_s = 0;
