@@ -394,8 +394,7 @@ uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
                                     s.weight_bytes() + c.input_bytes + c.saved_bytes));
   }
   return WeightBytes(begin, end) + GradientBytes(begin, end) +
-         PackInputBytes(begin, end, u) + std::max(top, saved) +
-         (end == num_layers() ? TargetBytes(u) : 0);
+         PackInputBytes(begin, end, u) + std::max(top, saved);
 }
 
 uint64_t CostModel::TargetBytes(int microbatch) const {

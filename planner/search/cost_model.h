@@ -107,7 +107,9 @@ class CostModel {
   uint64_t PackInputBytes(int begin, int end, int microbatch) const;
   // Bytes of the targets of `microbatch` samples that a loss applied
   // outside the model reads (0 when forward returns the loss): loaded onto
-  // the device of the last backward pack, and counted in its memory.
+  // the device of the last backward pack. The profiler measures the last
+  // vLayer's backward with its loss and targets, so BackwardMemory already
+  // counts them (in that vLayer's transient).
   uint64_t TargetBytes(int microbatch) const;
   // Bytes of the pack's live-outs read by vLayers at or after `end`.
   uint64_t PackOutputBytes(int begin, int end, int microbatch) const;

@@ -268,8 +268,8 @@ class Sim {
           working = mem > weights ? mem - weights : 0;
         } else {
           const uint64_t mem = m_.BackwardMemory(t.vlayers.begin, t.vlayers.end, u);
-          // The pack's input and the loss's targets are held with the
-          // inputs above.
+          // The pack's input and the loss's targets (inside the last
+          // vLayer's measured transient) are held with the inputs above.
           const uint64_t fixed = weights + m_.GradientBytes(t.vlayers.begin, t.vlayers.end) +
                                  m_.PackInputBytes(t.vlayers.begin, t.vlayers.end, u) +
                                  (t.fused_loss ? m_.TargetBytes(u) : 0);
