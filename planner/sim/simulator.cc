@@ -222,8 +222,10 @@ class Sim {
               // ahead of this simulation the sender runs. Held from then.
               inputs.insert(inputs.end(), from.begin(), from.end());
               const int q = reach[x->peer_task][d];
+              const auto first = first_op_on_.find(d);  // None yet: from the send.
               const int early = q >= 0 && !end_ops_[q].empty() ? end_ops_[q].front()
-                                                                : first_op_on_.at(d);
+                                : first != first_op_on_.end() ? first->second
+                                                              : -1;
               pending_peer.push_back({x->bytes, from.empty() ? -1 : from.front(), early});
               continue;
             }
