@@ -315,7 +315,7 @@ class Sim {
       const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
       int grads_free = last_compute;
       int reduce = -1;
-      for (const Transfer* x : Find(t, TransferKind::kGradientReduce, -1)) {
+      if (!Find(t, TransferKind::kGradientReduce, -1).empty()) {  // One per task.
         reduce = Add(d, kPeer, kNoLink, reduce_bytes[t.pack] / peer_bw_, {last_compute},
                      absl::StrCat("reduce ", label));
         reduce_waiting[t.pack].push_back(reduce);
