@@ -31,7 +31,7 @@ struct DeviceMemory::State {
   std::mutex cache_mu;
   std::map<uint64_t, std::vector<void*>> cache;  // Guarded by cache_mu.
   uint64_t cached = 0;                           // Guarded by cache_mu.
-  c10::DeleterFnPtr free_block = nullptr;        // Set before any caching.
+  c10::DeleterFnPtr free_block = nullptr;        // Guarded by cache_mu; set by Cache.
 
   ~State() {
     for (auto& [bytes, blocks] : cache) {
@@ -55,8 +55,10 @@ struct DeviceMemory::State {
   // capacity (`used` already counts the allocation being made).
   void Trim() {
     std::vector<void*> out;
+    c10::DeleterFnPtr free_fn = nullptr;
     {
       std::lock_guard<std::mutex> lock(cache_mu);
+      free_fn = free_block;
       while (cached > 0 && used.load(std::memory_order_relaxed) + cached > capacity) {
         auto it = std::prev(cache.end());
         out.push_back(it->second.back());
@@ -65,11 +67,12 @@ struct DeviceMemory::State {
         if (it->second.empty()) cache.erase(it);
       }
     }
-    for (void* p : out) free_block(p);
+    for (void* p : out) free_fn(p);
   }
 
-  void Cache(void* p, uint64_t bytes) {
+  void Cache(void* p, uint64_t bytes, c10::DeleterFnPtr free_fn) {
     std::lock_guard<std::mutex> lock(cache_mu);
+    free_block = free_fn;
     cache[bytes].push_back(p);
     cached += bytes;
   }
@@ -148,7 +151,6 @@ class AccountingAllocator final : public c10::Allocator {
       if (data != nullptr) {
         state->reused.fetch_add(1, std::memory_order_relaxed);
       } else {
-        state->free_block = base_deleter_;
         state->Trim();
         data = base_->raw_allocate(bytes);
         state->allocations.fetch_add(1, std::memory_order_relaxed);
@@ -194,7 +196,7 @@ class AccountingAllocator final : public c10::Allocator {
       self->base_deleter_(data);
       return;
     }
-    state->Cache(data, bytes);
+    state->Cache(data, bytes, self->base_deleter_);
     state->Release(bytes);
   }
 
