@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <sstream>
 #include <set>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/model_output.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 
@@ -82,16 +84,69 @@ void ForEachNode(Block* block, const std::function<void(Node*)>& fn) {
   }
 }
 
+// Where a tensor's elements live: two attributes with the same key are one
+// tensor (a tied weight: `lm_head.weight = wte.weight`, or an LSTM's
+// `_flat_weights` list, which holds its parameters), even where loading a
+// saved module made two tensor objects over one storage.
+using StorageKey = std::tuple<const void*, int64_t, std::vector<int64_t>,
+                              std::vector<int64_t>, int>;
+
+StorageKey KeyOf(const at::Tensor& t) {
+  return StorageKey(t.storage().unsafeGetStorageImpl(), t.storage_offset(),
+                    t.sizes().vec(), t.strides().vec(),
+                    static_cast<int>(t.scalar_type()));
+}
+
+struct TensorName {
+  std::string name;
+  bool is_parameter = false;
+};
+
+// The name of every parameter and buffer, by storage: the first under which
+// named_parameters() (then named_buffers()) lists it, as PyTorch names a tied
+// weight once, under its first name.
+std::map<StorageKey, TensorName> CanonicalNames(const torch::jit::Module& model) {
+  std::map<StorageKey, TensorName> names;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    if (p.value.defined()) names.emplace(KeyOf(p.value), TensorName{p.name, true});
+  }
+  for (const auto& b : model.named_buffers(/*recurse=*/true)) {
+    if (b.value.defined()) names.emplace(KeyOf(b.value), TensorName{b.name, false});
+  }
+  return names;
+}
+
 // Replaces parameter/buffer reads with graph inputs and other attribute
-// reads with constants; removes `self`.
+// reads with constants; removes `self`. A list of parameters (an RNN's
+// `_flat_weights`) becomes a list built from the parameters' inputs.
 absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
   Graph& graph = *pure.graph;
   Value* self = graph.inputs().at(0);
   std::unordered_map<const Value*, c10::IValue> objects{{self, model._ivalue()}};
   std::unordered_map<const Value*, std::string> paths{{self, ""}};
   std::map<std::string, size_t> lifted_by_name;
+  const std::map<StorageKey, TensorName> canonical = CanonicalNames(model);
   std::vector<Node*> dead;
   absl::Status status;
+  // The graph input of the tensor `t`, read at `path`: one per tensor,
+  // named as CanonicalNames says (or by `path` when no parameter or buffer
+  // holds it).
+  auto lift = [&](const at::Tensor& t, const std::string& path, bool is_parameter) {
+    TensorName name{path, is_parameter};
+    auto known = canonical.find(KeyOf(t));
+    if (known != canonical.end()) name = known->second;
+    auto found = lifted_by_name.find(name.name);
+    if (found == lifted_by_name.end()) {
+      Lifted lifted;
+      lifted.name = name.name;
+      lifted.is_parameter = name.is_parameter;
+      lifted.input = graph.addInput(name.name);
+      lifted.input->setType(c10::TensorType::get());
+      found = lifted_by_name.emplace(name.name, pure.lifted.size()).first;
+      pure.lifted.push_back(lifted);
+    }
+    return pure.lifted[found->second].input;
+  };
 
   ForEachNode(graph.block(), [&](Node* n) {
     if (!status.ok()) return;
@@ -123,19 +178,29 @@ absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
       return;
     }
     if (value.isTensor()) {
-      auto found = lifted_by_name.find(path);
-      if (found == lifted_by_name.end()) {
-        const c10::ClassTypePtr& cls = obj->type();
-        const size_t slot = cls->getAttributeSlot(name);
-        Lifted lifted;
-        lifted.name = path;
-        lifted.is_parameter = cls->is_parameter(slot);
-        lifted.input = graph.addInput(path);
-        lifted.input->setType(c10::TensorType::get());
-        found = lifted_by_name.emplace(path, pure.lifted.size()).first;
-        pure.lifted.push_back(lifted);
+      const c10::ClassTypePtr& cls = obj->type();
+      out->replaceAllUsesWith(
+          lift(value.toTensor(), path, cls->is_parameter(cls->getAttributeSlot(name))));
+      return;
+    }
+    if (value.isTensorList()) {
+      // Built where the list was read, in the same module call, so the
+      // list (which cannot cross a cut) stays with its reader.
+      std::vector<Value*> elements;
+      for (const at::Tensor& t : value.toTensorVector()) {
+        if (!t.defined() || canonical.count(KeyOf(t)) == 0) {
+          status = Unsupported(absl::StrCat(
+              "attribute ", path, " is a list holding a tensor that is neither a "
+              "parameter nor a buffer of the model"));
+          return;
+        }
+        elements.push_back(lift(t, path, false));
       }
-      out->replaceAllUsesWith(pure.lifted[found->second].input);
+      torch::jit::WithInsertPoint guard(n);
+      Node* list = graph.insertNode(graph.createList(c10::TensorType::get(), elements));
+      if (n->callstack()) list->setCallStack(*n->callstack());
+      list->setSourceRange(n->sourceRange());
+      out->replaceAllUsesWith(list->output());
       return;
     }
     torch::jit::WithInsertPoint guard(*graph.nodes().begin());
@@ -330,8 +395,62 @@ void Analyse(PureGraph& pure) {
   pure.forbidden_cut[0] = false;
 }
 
+// Makes the graph return the element `selector` of forward's output (an
+// index, a dict key or a NamedTuple field) instead of the whole tuple, list
+// or dict; an empty selector keeps the output, which must be a tensor.
+absl::Status SelectOutput(Graph& graph, const std::string& selector) {
+  Value* out = graph.outputs().at(0);
+  const c10::TypePtr type = out->type();
+  if (selector.empty()) {
+    if (type->cast<c10::TensorType>()) return absl::OkStatus();
+    return Unsupported(absl::StrCat(
+        "forward returns ", type->annotation_str(),
+        ", not a tensor; name the element to train on (--loss-output)"));
+  }
+  HARMONY_ASSIGN_OR_RETURN(OutputElement element, FindOutputElement(type, selector));
+  Node* producer = out->node();
+  Value* picked = nullptr;
+  torch::jit::WithInsertPoint guard(graph.return_node());
+  if (type->cast<c10::TupleType>()) {
+    if (producer->kind() == c10::prim::TupleConstruct) {
+      picked = producer->input(element.index);
+    } else {
+      picked = graph.insertNode(graph.createTupleIndex(
+                                    out, graph.insertConstant(element.index),
+                                    type->containedTypes().at(element.index)))
+                   ->output();
+    }
+  } else if (type->cast<c10::ListType>()) {
+    if (producer->kind() == c10::prim::ListConstruct &&
+        element.index < static_cast<int>(producer->inputs().size())) {
+      picked = producer->input(element.index);
+    } else {
+      picked = graph.insert(c10::aten::__getitem__, {out, element.index});
+    }
+  } else {  // A dict.
+    if (producer->kind() == c10::prim::DictConstruct) {
+      for (size_t i = 0; i + 1 < producer->inputs().size(); i += 2) {
+        c10::optional<c10::IValue> key = torch::jit::toIValue(producer->input(i));
+        if (key && key->isString() && key->toStringRef() == element.key) {
+          picked = producer->input(i + 1);
+        }
+      }
+    }
+    if (picked == nullptr) picked = graph.insert(c10::aten::__getitem__, {out, element.key});
+  }
+  graph.eraseOutput(0);
+  graph.registerOutput(picked);
+  if (!out->hasUses() && (producer->kind() == c10::prim::TupleConstruct ||
+                          producer->kind() == c10::prim::ListConstruct ||
+                          producer->kind() == c10::prim::DictConstruct)) {
+    producer->destroy();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<PureGraph>> MakePureGraph(
-    const torch::jit::Module& model, std::vector<std::string>* arguments) {
+    const torch::jit::Module& model, const std::string& output,
+    std::vector<std::string>* arguments) {
   auto method = model.find_method("forward");
   if (!method) {
     std::vector<std::string> names;
@@ -349,6 +468,11 @@ absl::StatusOr<std::unique_ptr<PureGraph>> MakePureGraph(
     pure->graph = method->graph()->copy();
     torch::jit::Inline(*pure->graph);
   }));
+  absl::Status selected;
+  HARMONY_RETURN_IF_ERROR(CallTorch("choosing forward's output", [&] {
+    selected = SelectOutput(*pure->graph, output);
+  }));
+  HARMONY_RETURN_IF_ERROR(selected);
   HARMONY_RETURN_IF_ERROR(LiftAttributes(model, *pure));
   HARMONY_RETURN_IF_ERROR(CallTorch("analysing forward's graph", [&] {
     Analyse(*pure);
@@ -562,7 +686,7 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
   }
   std::vector<std::string> arguments;
   HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<PureGraph> pure,
-                           MakePureGraph(model, &arguments));
+                           MakePureGraph(model, options.output, &arguments));
   // Parameter elements per node, from the module's tensors.
   std::vector<int64_t> elements(pure->nodes.size(), 0);
   std::vector<bool> reads_params(pure->nodes.size(), false);
@@ -596,10 +720,11 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
 }
 
 absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::CreateWithCuts(
-    const torch::jit::Module& model, const std::vector<int>& cut_points) {
+    const torch::jit::Module& model, const std::vector<int>& cut_points,
+    const std::string& output) {
   std::vector<std::string> arguments;
   HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<PureGraph> pure,
-                           MakePureGraph(model, &arguments));
+                           MakePureGraph(model, output, &arguments));
   const int count = static_cast<int>(pure->nodes.size());
   if (cut_points.empty() || cut_points.front() != 0) {
     return absl::InvalidArgumentError(
@@ -876,6 +1001,19 @@ absl::StatusOr<at::Tensor> ResolveTensor(const torch::jit::Module& model,
         absl::StrCat("the model has no tensor ", qualified_name));
   }
   return current.toTensor();
+}
+
+std::map<std::string, std::string> TensorAliases(const torch::jit::Module& model) {
+  const std::map<StorageKey, TensorName> canonical = CanonicalNames(model);
+  std::map<std::string, std::string> aliases;
+  auto add = [&](const std::string& name, const at::Tensor& t) {
+    if (!t.defined()) return;
+    auto it = canonical.find(KeyOf(t));
+    if (it != canonical.end()) aliases.emplace(name, it->second.name);
+  };
+  for (const auto& p : model.named_parameters(true)) add(p.name, p.value);
+  for (const auto& b : model.named_buffers(true)) add(b.name, b.value);
+  return aliases;
 }
 
 absl::StatusOr<std::vector<at::Tensor>> ResolveTensors(

@@ -3,7 +3,9 @@
 // re-creates the same vLayers from the cut points in the plan). DESIGN.md §4.
 //
 // How: forward's graph is inlined; every read of a parameter or buffer
-// (a prim::GetAttr chain from self) becomes an explicit graph input, and
+// (a prim::GetAttr chain from self) becomes an explicit graph input, one per
+// tensor however many names it has (tied weights, an RNN's list of its
+// weights), and
 // every other attribute (ints, floats, lists, the `training` flag) becomes a
 // constant, so the graph is a pure function of (data, weights). Its top-level
 // nodes, constants aside, are numbered 0..N-1; a vLayer is a contiguous node
@@ -28,6 +30,7 @@
 #ifndef HARMONY_COMMON_DECOMPOSER_H_
 #define HARMONY_COMMON_DECOMPOSER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +47,11 @@ struct DecomposeOptions {
   // merging the lightest neighbours or splitting the heaviest block along
   // its own module boundaries.
   int granularity = 0;
+  // The element of forward's output that training uses, when forward
+  // returns a tuple, list, dict or NamedTuple: an index ("0"), a dict key or
+  // a field name ("loss"); see common/model_output.h, which chooses one.
+  // Empty: forward's output itself, which must then be a tensor.
+  std::string output;
 };
 
 // Where a vLayer's live-in comes from: output `index` of vLayer `producer`,
@@ -85,8 +93,10 @@ class Decomposition {
   // Re-creates the vLayers at given cut points (from a plan). The first
   // must be 0, they must increase, stay below the node count and not split
   // a tensor from an in-place update of it; InvalidArgument otherwise.
+  // `output` as DecomposeOptions::output.
   static absl::StatusOr<std::unique_ptr<Decomposition>> CreateWithCuts(
-      const torch::jit::Module& model, const std::vector<int>& cut_points);
+      const torch::jit::Module& model, const std::vector<int>& cut_points,
+      const std::string& output = "");
 
   ~Decomposition();
   Decomposition(const Decomposition&) = delete;
@@ -140,6 +150,13 @@ class Decomposition {
 // such as "h.0.attn.c_attn.weight". NotFound when there is none.
 absl::StatusOr<at::Tensor> ResolveTensor(const torch::jit::Module& model,
                                          const std::string& qualified_name);
+
+// Every parameter and buffer name of `model` mapped to the name vLayers use
+// for its tensor. A tensor held under several names (a tied weight,
+// `lm_head.weight = wte.weight`) is one tensor, named as PyTorch's
+// named_parameters() (then named_buffers()) first lists it; its other names
+// map to that one.
+std::map<std::string, std::string> TensorAliases(const torch::jit::Module& model);
 
 // ResolveTensor for each name, in order (a vLayer's parameters or buffers).
 absl::StatusOr<std::vector<at::Tensor>> ResolveTensors(

@@ -53,6 +53,16 @@ absl::StatusOr<at::Tensor> LossFromOutput(const at::Tensor& output,
                    " and target ", DescribeTensor(target)),
       [&]() -> at::Tensor {
         if (kind == LossKind::kCrossEntropy) {
+          // Classes in the last dimension ([N, C] or [N, T, V] logits with
+          // [N] or [N, T] targets), else in dimension 1 (segmentation:
+          // [N, C, H, W] logits with [N, H, W] targets), as
+          // F.cross_entropy takes them.
+          const bool last = output.dim() >= 1 && output.dim() == target.dim() + 1 &&
+                            output.sizes().slice(0, output.dim() - 1).equals(target.sizes());
+          const bool second = output.dim() >= 3 && output.dim() == target.dim() + 1 &&
+                              output.size(0) == target.size(0) &&
+                              output.sizes().slice(2).equals(target.sizes().slice(1));
+          if (!last && second) return at::cross_entropy_loss(output, target);
           return at::cross_entropy_loss(output.reshape({-1, output.size(-1)}),
                                         target.reshape({-1}));
         }

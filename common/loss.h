@@ -24,7 +24,9 @@ namespace harmony::common {
 enum class LossKind {
   kAuto,          // The model's scalar output, else cross-entropy for
                   // integer targets and MSE for floating-point ones.
-  kCrossEntropy,  // Over the last dimension of the output.
+  kCrossEntropy,  // Over the last dimension of the output when the targets
+                  // have its shape without it ([N, T, V] and [N, T]), else
+                  // over dimension 1 ([N, C, H, W] and [N, H, W]).
   kMse,
 };
 

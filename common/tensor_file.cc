@@ -1,5 +1,7 @@
 #include "common/tensor_file.h"
 
+#include <algorithm>
+
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "absl/strings/str_cat.h"
@@ -20,10 +22,12 @@ std::string DescribeValue(const c10::IValue& value) {
   return absl::StrCat("a value of type ", value.type()->str());
 }
 
-// A tensor, or a tuple/list of tensors, as a vector.
+// A tensor, or a tuple/list of tensors, as a vector; with `names`, also a
+// dict of tensors, whose keys are appended there.
 absl::StatusOr<std::vector<at::Tensor>> ToTensors(const c10::IValue& value,
                                                   absl::string_view source,
-                                                  absl::string_view what) {
+                                                  absl::string_view what,
+                                                  std::vector<std::string>* names = nullptr) {
   std::vector<at::Tensor> tensors;
   auto add = [&](const c10::IValue& element) -> absl::Status {
     if (!element.isTensor()) {
@@ -44,6 +48,15 @@ absl::StatusOr<std::vector<at::Tensor>> ToTensors(const c10::IValue& value,
   } else if (value.isList()) {
     for (const c10::IValue& e : value.toListRef()) {
       HARMONY_RETURN_IF_ERROR(add(e));
+    }
+  } else if (value.isGenericDict() && names != nullptr) {
+    for (const auto& entry : value.toGenericDict()) {
+      if (!entry.key().isString()) {
+        return Invalid(source, absl::StrCat(what, ": a dict of tensors needs string keys (forward's "
+                                                  "argument names)"));
+      }
+      names->push_back(entry.key().toStringRef());
+      HARMONY_RETURN_IF_ERROR(add(entry.value()));
     }
   } else {
     return Invalid(source, absl::StrCat(what,
@@ -121,7 +134,8 @@ absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,
     if (inputs.isNone()) {
       return Invalid(source, "the dict has no \"inputs\" entry");
     }
-    HARMONY_ASSIGN_OR_RETURN(data.inputs, ToTensors(inputs, source, "inputs"));
+    HARMONY_ASSIGN_OR_RETURN(data.inputs,
+                             ToTensors(inputs, source, "inputs", &data.input_names));
     if (!targets.isNone()) {
       HARMONY_ASSIGN_OR_RETURN(data.targets,
                                ToTensors(targets, source, "targets"));
@@ -161,6 +175,38 @@ absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,
 absl::StatusOr<TrainingData> LoadTrainingData(const std::string& path) {
   HARMONY_ASSIGN_OR_RETURN(c10::IValue value, LoadTensorFile(path));
   return ToTrainingData(value, path);
+}
+
+absl::Status ArrangeInputs(const std::vector<std::string>& forward_arguments,
+                           TrainingData* data) {
+  if (data->input_names.empty()) return absl::OkStatus();
+  std::vector<at::Tensor> inputs;
+  std::vector<std::string> names;
+  for (const std::string& argument : forward_arguments) {
+    auto it = std::find(data->input_names.begin(), data->input_names.end(), argument);
+    if (it == data->input_names.end()) continue;
+    inputs.push_back(data->inputs[it - data->input_names.begin()]);
+    names.push_back(argument);
+  }
+  for (const std::string& name : data->input_names) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the data's inputs hold \"", name, "\", but forward takes (",
+          absl::StrJoin(forward_arguments, ", "), ")"));
+    }
+  }
+  // The named inputs come first; the arguments after them take the targets.
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] != forward_arguments[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "forward takes (", absl::StrJoin(forward_arguments, ", "),
+          ") but the data's inputs hold ", absl::StrJoin(data->input_names, ", "),
+          ": argument \"", forward_arguments[i], "\" is missing"));
+    }
+  }
+  data->inputs = std::move(inputs);
+  data->input_names.clear();
+  return absl::OkStatus();
 }
 
 absl::Status SaveTrainingData(const std::string& path,

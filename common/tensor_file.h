@@ -4,7 +4,8 @@
 // what we write.
 //
 // Training data is a dict {"inputs": X, "targets": Y} where X and Y are each
-// a tensor or a tuple/list of tensors and dimension 0 is the batch. A sample
+// a tensor or a tuple/list of tensors, X may also be a dict of tensors keyed
+// by forward's argument names, and dimension 0 is the batch. A sample
 // input may also be a bare tensor or a tuple of tensors (no targets).
 //
 // Errors: an unreadable file follows errno (NotFound, ...); anything that is
@@ -37,6 +38,9 @@ absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value);
 struct TrainingData {
   std::vector<at::Tensor> inputs;
   std::vector<at::Tensor> targets;  // Empty for a bare sample input.
+  // When the inputs came as a dict: its keys, one per input, which
+  // ArrangeInputs matches to forward's arguments. Empty otherwise.
+  std::vector<std::string> input_names;
 
   // Number of samples (dimension 0, equal across all tensors).
   int64_t size() const;
@@ -49,6 +53,13 @@ absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,
                                             absl::string_view source);
 
 absl::StatusOr<TrainingData> LoadTrainingData(const std::string& path);
+
+// Puts inputs that came as a dict ({"inputs": {"src": ..., "tgt": ...}}) in
+// the order of forward's arguments and forgets their names; does nothing to
+// positional inputs. InvalidArgument when a key is not an argument of
+// forward or an argument is neither a key nor left for the targets.
+absl::Status ArrangeInputs(const std::vector<std::string>& forward_arguments,
+                           TrainingData* data);
 
 // Writes {"inputs": ..., "targets": ...}; a single tensor is stored as a
 // tensor, several as a tuple.

@@ -28,6 +28,7 @@
 #include "common/decomposer.h"
 #include "common/device_spec.h"
 #include "common/loss.h"
+#include "common/model_output.h"
 #include "common/tensor_file.h"
 #include "common/torch_status.h"
 #include "common/units.h"
@@ -108,6 +109,10 @@ int Profile(const std::vector<std::string>& args) {
        "sgd | adam | adamw (sizes optimizer state, times the CPU update)")
       ("loss", po::value(&loss)->default_value(loss),
        "auto | cross-entropy | mse, when forward returns logits")
+      ("loss-output", po::value(&options.loss_output),
+       "when forward returns a tuple, list, dict or NamedTuple: the element to "
+       "train on, by index, key or field (default: the first scalar tensor, else "
+       "the first tensor)")
       ("max-microbatch", po::value(&options.max_microbatch)->default_value(256),
        "largest microbatch to probe")
       ("repeats", po::value(&options.repeats)->default_value(3),
@@ -174,9 +179,16 @@ int Decompose(const std::vector<std::string>& args) {
       "Usage: harmony-plan decompose MODEL.pt [--granularity N]\n\n"
       "Shows the vLayers of a TorchScript model: scope, graph nodes, weights,\n"
       "where each live-in comes from, and outputs.\n\nFlags");
+  std::string sample_path, loss_output;
   flags.add_options()("help,h", "show this help")(
       "granularity", po::value(&options.granularity)->default_value(0),
       "0 = one vLayer per block, N = about N vLayers")(
+      "sample-input", po::value(&sample_path),
+      "torch.save file with a sample input: finds the first scalar tensor of a "
+      "tuple, list or dict output (the loss)")(
+      "loss-output", po::value(&loss_output),
+      "when forward returns a tuple, list, dict or NamedTuple: the element to "
+      "train on, by index, key or field")(
       "graphs", "also print each vLayer's graph")(
       "nodes", "also print forward's nodes with the module calls they come from");
   po::variables_map vm;
@@ -191,6 +203,28 @@ int Decompose(const std::vector<std::string>& args) {
       [&] { return torch::jit::load(model_path); });
   if (!model.ok()) return Fail(model.status());
   model->train(true);
+  std::vector<c10::IValue> sample_args;
+  if (!sample_path.empty()) {
+    auto sample = harmony::common::LoadTrainingData(sample_path);
+    if (!sample.ok()) return Fail(sample.status());
+    std::vector<std::string> arguments;
+    const auto& schema = model->get_method("forward").function().getSchema().arguments();
+    for (size_t i = 1; i < schema.size(); ++i) arguments.push_back(schema[i].name());
+    absl::Status arranged = harmony::common::ArrangeInputs(arguments, &*sample);
+    if (!arranged.ok()) return Fail(arranged);
+    auto takes_targets =
+        harmony::common::ForwardTakesTargets(arguments, sample->inputs, sample->targets);
+    if (!takes_targets.ok()) return Fail(takes_targets.status());
+    for (const at::Tensor& t : sample->inputs) sample_args.emplace_back(t.narrow(0, 0, 1));
+    if (*takes_targets) {
+      for (const at::Tensor& t : sample->targets) sample_args.emplace_back(t.narrow(0, 0, 1));
+    }
+  }
+  auto output = harmony::common::ChooseLossOutput(
+      *model, loss_output, sample_path.empty() ? nullptr : &sample_args);
+  if (!output.ok()) return Fail(output.status());
+  options.output = output->selector;
+  if (!output->message.empty()) std::cout << "loss: " << output->message << "\n";
   auto d = harmony::common::Decomposition::Create(*model, options);
   if (!d.ok()) return Fail(d.status());
   if (vm.count("nodes")) {
@@ -303,7 +337,7 @@ int Plan(const std::vector<std::string>& args) {
       mode = "auto", schedule = "harmony", packs_text, host_link_text;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0;
   double tolerance = 0.05, reserve = 0.1;
-  std::string optimizer = "sgd";
+  std::string optimizer = "sgd", loss = "auto", loss_output;
   po::options_description flags(
       "Usage: harmony-plan MODEL.pt --gpus N --device-memory SIZE --minibatch D\n"
       "                    --sample-input x.pt -o plan.pb [flags]\n"
@@ -343,7 +377,13 @@ int Plan(const std::vector<std::string>& args) {
       ("granularity", po::value(&granularity)->default_value(0),
        "vLayers when profiling: 0 = one per block, N = about N")
       ("optimizer", po::value(&optimizer)->default_value(optimizer),
-       "sgd | adam | adamw, when profiling");
+       "sgd | adam | adamw, when profiling")
+      ("loss", po::value(&loss)->default_value(loss),
+       "auto | cross-entropy | mse, when forward returns logits (when profiling)")
+      ("loss-output", po::value(&loss_output),
+       "when forward returns a tuple, list, dict or NamedTuple: the element to "
+       "train on, by index, key or field (default: the first scalar tensor, else "
+       "the first tensor; when profiling)");
   // clang-format on
   po::variables_map vm;
   if (int rc = Parse(args, flags, &model, &vm); rc != 0) return rc < 0 ? 0 : rc;
@@ -394,6 +434,10 @@ int Plan(const std::vector<std::string>& args) {
     options.devices.capacity = *memory;
     options.granularity = granularity;
     options.optimizer = optimizer;
+    absl::StatusOr<harmony::common::LossKind> loss_kind = harmony::common::ParseLossKind(loss);
+    if (!loss_kind.ok()) return Fail(loss_kind.status());
+    options.loss = *loss_kind;
+    options.loss_output = loss_output;
     options.max_microbatch = minibatch;
     options.progress = progress;
     auto measured = harmony::planner::ProfileModel(model, *sample, options);

@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
       ("loss", po::value(&loss)->default_value(loss),
        "auto | cross-entropy | mse (auto: the model's scalar output, else by "
        "target type)")
+      ("loss-output", po::value(&options.loss_output),
+       "when forward returns a tuple, list, dict or NamedTuple: the element to "
+       "train on, by index, key or field (default: the first scalar tensor, else "
+       "the first tensor)")
       ("out", po::value(&out_path), "write the trained model here");
   // clang-format on
   po::options_description all;

@@ -1,9 +1,12 @@
 #include "zoo/reference_training.h"
 
+#include <set>
+
 #include <torch/optim/sgd.h>
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/model_output.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 
@@ -27,7 +30,7 @@ std::vector<at::Tensor> Rows(const std::vector<at::Tensor>& tensors,
 absl::StatusOr<at::Tensor> ComputeLoss(torch::jit::Module& model,
                                        const std::vector<at::Tensor>& inputs,
                                        const std::vector<at::Tensor>& targets,
-                                       LossKind loss) {
+                                       LossKind loss, const std::string& output) {
   auto method = model.find_method("forward");
   if (!method) {
     return absl::InvalidArgumentError("the model has no forward method");
@@ -44,24 +47,38 @@ absl::StatusOr<at::Tensor> ComputeLoss(torch::jit::Module& model,
   HARMONY_ASSIGN_OR_RETURN(
       c10::IValue out,
       common::CallTorch("forward", [&] { return model.forward(args); }));
-  if (!out.isTensor()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("forward returned ", out.type()->str(),
-                     ", expected a tensor (logits or a scalar loss)"));
-  }
-  return common::LossFromOutput(out.toTensor(), targets, takes_targets, loss);
+  HARMONY_ASSIGN_OR_RETURN(at::Tensor picked, common::PickOutput(out, output));
+  return common::LossFromOutput(picked, targets, takes_targets, loss);
 }
 
 absl::StatusOr<std::vector<double>> TrainReference(
-    torch::jit::Module& model, const common::TrainingData& data,
+    torch::jit::Module& model, const common::TrainingData& data_in,
     const ReferenceTrainingOptions& options) {
-  if (data.inputs.empty()) {
+  if (data_in.inputs.empty()) {
     return absl::InvalidArgumentError("training data has no inputs");
   }
+  auto method = model.find_method("forward");
+  if (!method) return absl::InvalidArgumentError("the model has no forward method");
+  std::vector<std::string> names;
+  const auto& arguments = method->function().getSchema().arguments();
+  for (size_t i = 1; i < arguments.size(); ++i) names.push_back(arguments[i].name());
+  common::TrainingData data = data_in;
+  HARMONY_RETURN_IF_ERROR(common::ArrangeInputs(names, &data));
+  HARMONY_ASSIGN_OR_RETURN(bool takes_targets,
+                           common::ForwardTakesTargets(names, data.inputs, data.targets));
+  std::vector<c10::IValue> sample;
+  for (const at::Tensor& t : Rows(data.inputs, 0, 1)) sample.emplace_back(t);
+  if (takes_targets) {
+    for (const at::Tensor& t : Rows(data.targets, 0, 1)) sample.emplace_back(t);
+  }
+  HARMONY_ASSIGN_OR_RETURN(common::OutputChoice output,
+                           common::ChooseLossOutput(model, options.loss_output, &sample));
   const int64_t samples = data.size();
   const int64_t minibatch = options.minibatch > 0 ? options.minibatch : samples;
   std::vector<at::Tensor> params;
+  std::set<const void*> seen;  // A tied weight is one parameter, stepped once.
   for (at::Tensor p : model.parameters()) {
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
     // Parameters registered from C++ may not have the flag Python sets.
     p.requires_grad_(true);
     params.push_back(p);
@@ -77,7 +94,7 @@ absl::StatusOr<std::vector<double>> TrainReference(
     std::vector<at::Tensor> targets = Rows(data.targets, begin, minibatch);
     sgd.zero_grad();
     HARMONY_ASSIGN_OR_RETURN(at::Tensor loss,
-                             ComputeLoss(model, inputs, targets, options.loss));
+                             ComputeLoss(model, inputs, targets, options.loss, output.selector));
     const double value = loss.item<double>();
     HARMONY_RETURN_IF_ERROR(common::CallTorch("backward", [&] {
       loss.backward();

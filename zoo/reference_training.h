@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <torch/csrc/jit/api/module.h>
@@ -29,6 +30,9 @@ struct ReferenceTrainingOptions {
   // Samples per step, taken in order and wrapping around; 0: all of them.
   int64_t minibatch = 0;
   LossKind loss = LossKind::kAuto;
+  // The element of forward's output to train on (common/model_output.h);
+  // empty: the first scalar tensor, else the first tensor.
+  std::string loss_output;
   // Called after every step with (step, loss); may be empty.
   std::function<void(int64_t, double)> on_step;
 };
@@ -36,11 +40,12 @@ struct ReferenceTrainingOptions {
 // The loss of `model` on `inputs` and `targets`: forward receives the inputs,
 // plus the targets when its signature takes them (it then returns the loss).
 // InvalidArgument when forward's arity matches neither, naming what forward
-// expects and what the data holds.
+// expects and what the data holds. `output` picks the element of a tuple,
+// list or dict output (common/model_output.h; empty: the output itself).
 absl::StatusOr<at::Tensor> ComputeLoss(torch::jit::Module& model,
                                        const std::vector<at::Tensor>& inputs,
                                        const std::vector<at::Tensor>& targets,
-                                       LossKind loss);
+                                       LossKind loss, const std::string& output = "");
 
 // Trains `model` in place; returns the loss of every step (before its
 // update).

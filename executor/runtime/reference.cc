@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
 #include "common/loss.h"
+#include "common/model_output.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "executor/runtime/runtime.h"
@@ -56,7 +57,7 @@ std::unique_ptr<torch::optim::Optimizer> TorchOptimizer(const OptimizerOptions& 
 
 absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& plan,
                                                           torch::jit::Module& model,
-                                                          const common::TrainingData& data,
+                                                          const common::TrainingData& data_in,
                                                           const ReferenceOptions& options) {
   HARMONY_ASSIGN_OR_RETURN(planner::TaskGraph graph, planner::TaskGraphFromPlan(plan));
   const int minibatch = graph.config.minibatch;
@@ -69,7 +70,11 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
   }
   std::vector<int> cuts(plan.model().decomposition().cut_points().begin(),
                         plan.model().decomposition().cut_points().end());
-  HARMONY_ASSIGN_OR_RETURN(auto dec, common::Decomposition::CreateWithCuts(model, cuts));
+  HARMONY_ASSIGN_OR_RETURN(auto dec, common::Decomposition::CreateWithCuts(
+                                         model, cuts, plan.model().loss_output()));
+  common::TrainingData arranged = data_in;
+  HARMONY_RETURN_IF_ERROR(common::ArrangeInputs(dec->forward_arguments(), &arranged));
+  const common::TrainingData& data = arranged;
   common::LossKind loss_kind = common::LossKind::kAuto;
   if (plan.model().loss() == proto::CROSS_ENTROPY) loss_kind = common::LossKind::kCrossEntropy;
   if (plan.model().loss() == proto::MSE) loss_kind = common::LossKind::kMse;
@@ -145,7 +150,7 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
         HARMONY_ASSIGN_OR_RETURN(c10::IValue out, CallTorch("reference forward", [&] {
           return model.forward(args);
         }));
-        output = out.toTensor();
+        HARMONY_ASSIGN_OR_RETURN(output, common::PickOutput(out, plan.model().loss_output()));
       }
       HARMONY_ASSIGN_OR_RETURN(at::Tensor loss,
                                common::LossFromOutput(output, targets, takes_targets, loss_kind));

@@ -144,6 +144,8 @@ struct Runtime::Impl {
   TaskGraph graph;
   torch::jit::Module model;
   std::unique_ptr<common::Decomposition> dec;
+  // Every parameter and buffer name -> the name vLayers use (tied weights).
+  std::map<std::string, std::string> aliases;
   common::LossKind loss_kind = common::LossKind::kAuto;
   bool takes_targets = false;
   std::vector<std::unique_ptr<HostLayer>> host;
@@ -1020,7 +1022,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   std::vector<int> cuts(plan.model().decomposition().cut_points().begin(),
                         plan.model().decomposition().cut_points().end());
   HARMONY_ASSIGN_OR_RETURN(impl->dec,
-                           common::Decomposition::CreateWithCuts(impl->model, cuts));
+                           common::Decomposition::CreateWithCuts(impl->model, cuts,
+                                                                 plan.model().loss_output()));
+  impl->aliases = common::TensorAliases(impl->model);
   if (impl->dec->num_vlayers() != static_cast<int>(plan.profile().vlayers_size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the plan's profile has ", plan.profile().vlayers_size(), " vLayers, the model ",
@@ -1148,6 +1152,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
 
 absl::Status Runtime::SetData(common::TrainingData data) {
   Impl& m = *impl_;
+  HARMONY_RETURN_IF_ERROR(common::ArrangeInputs(m.dec->forward_arguments(), &data));
   const auto& expected = m.plan.model().sample_inputs();
   const auto& expected_targets = m.plan.model().sample_targets();
   auto check = [](const std::vector<at::Tensor>& got,
@@ -1254,8 +1259,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   return out;
 }
 
-absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& name) const {
+absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& alias) const {
   const Impl& m = *impl_;
+  auto canonical = m.aliases.find(alias);
+  const std::string& name = canonical != m.aliases.end() ? canonical->second : alias;
   for (int k = 0; k < m.dec->num_vlayers(); ++k) {
     const common::VLayerInfo& info = m.dec->vlayers()[k];
     for (size_t j = 0; j < info.parameters.size(); ++j) {

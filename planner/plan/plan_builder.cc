@@ -154,6 +154,9 @@ std::string PlanSummary(const proto::Plan& plan) {
       plan.model().file_name(), plan.model().decomposition().vlayer_count(),
       proto::Schedule_Name(c.schedule()), proto::Mode_Name(c.mode()), c.num_devices(),
       common::FormatBytes(c.device_memory_bytes()), c.minibatch());
+  if (!plan.model().loss_output_note().empty()) {
+    absl::StrAppendFormat(&out, "  loss: %s\n", plan.model().loss_output_note());
+  }
   absl::StrAppendFormat(&out, "  microbatches: forward %d, backward %d\n",
                         c.forward_microbatch(), c.backward_microbatch());
   absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),

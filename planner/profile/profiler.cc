@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/decomposer.h"
+#include "common/model_output.h"
 #include "common/device_memory.h"
 #include "common/files.h"
 #include "common/status.h"
@@ -323,7 +324,7 @@ absl::StatusOr<proto::Bandwidths> MeasureBandwidths(const common::DeviceSpec& sp
 }  // namespace
 
 absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
-                                                const TrainingData& sample,
+                                                const TrainingData& sample_in,
                                                 const ProfilerOptions& options) {
   if (options.devices.kind == common::DeviceSpec::Kind::kCuda) {
     return absl::FailedPreconditionError(
@@ -338,7 +339,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown optimizer \"", options.optimizer, "\" (expected sgd, adam or adamw)"));
   }
-  if (sample.inputs.empty()) {
+  if (sample_in.inputs.empty()) {
     return absl::InvalidArgumentError("the sample input holds no tensors");
   }
   common::InstallDeviceMemoryAccounting();
@@ -358,17 +359,35 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
             return torch::jit::load(in);
           }));
   model.train(true);
+  // Inputs given as a dict go in forward's order; forward's output chosen
+  // by running it once on the first sample.
+  TrainingData sample = sample_in;
+  std::vector<std::string> arguments;
+  if (auto forward = model.find_method("forward")) {
+    const auto& schema = forward->function().getSchema().arguments();
+    for (size_t i = 1; i < schema.size(); ++i) arguments.push_back(schema[i].name());
+  }
+  HARMONY_RETURN_IF_ERROR(common::ArrangeInputs(arguments, &sample));
+  HARMONY_ASSIGN_OR_RETURN(const bool takes_targets,
+                           common::ForwardTakesTargets(arguments, sample.inputs, sample.targets));
+  std::vector<c10::IValue> first_sample;
+  for (const at::Tensor& t : Rows(sample.inputs, 1)) first_sample.emplace_back(t);
+  if (takes_targets) {
+    for (const at::Tensor& t : Rows(sample.targets, 1)) first_sample.emplace_back(t);
+  }
+  HARMONY_ASSIGN_OR_RETURN(common::OutputChoice output,
+                           common::ChooseLossOutput(model, options.loss_output, &first_sample));
+  if (!output.message.empty()) say(output.message);
   common::DecomposeOptions decompose;
   decompose.granularity = options.granularity;
+  decompose.output = output.selector;
   HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<Decomposition> d,
                            Decomposition::Create(model, decompose));
   Context c;
   c.d = d.get();
   c.loss = options.loss;
   c.capacity = options.devices.capacity;
-  HARMONY_ASSIGN_OR_RETURN(
-      c.takes_targets, common::ForwardTakesTargets(d->forward_arguments(),
-                                                   sample.inputs, sample.targets));
+  c.takes_targets = takes_targets;
   const int n = d->num_vlayers();
   c.params.resize(n);
   c.buffers.resize(n);
@@ -400,6 +419,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     SetMeta(identity->add_sample_targets(), absl::StrCat("targets", i),
             sample.targets[i], sample.size());
   }
+  identity->set_loss_output(output.selector);
+  identity->set_loss_output_note(output.message);
   proto::Decomposition* dec = identity->mutable_decomposition();
   dec->set_granularity(options.granularity);
   dec->set_vlayer_count(n);
@@ -740,7 +761,11 @@ absl::StatusOr<proto::ProfileFile> ReadProfileFile(const std::string& path) {
 
 std::string ProfileSummary(const proto::ProfileFile& file) {
   const proto::Profile& p = file.profile();
-  std::string out = absl::StrFormat(
+  std::string out;
+  if (!file.model().loss_output_note().empty()) {
+    absl::StrAppend(&out, "loss: ", file.model().loss_output_note(), "\n");
+  }
+  absl::StrAppendFormat(&out,
       "%-6s %-24s %10s %10s %10s %10s %10s %10s %10s\n", "vLayer", "scope",
       "params", "act in", "act out", "fwd ms", "bwd ms", "fwd peak", "bwd peak");
   const auto& vlayers = file.model().decomposition().vlayers();

@@ -39,6 +39,9 @@ struct ProfilerOptions {
   // "sgd" (one momentum buffer per parameter), "adam" or "adamw" (two).
   std::string optimizer = "sgd";
   common::LossKind loss = common::LossKind::kAuto;
+  // The element of forward's output to train on (common/model_output.h);
+  // empty: the first scalar tensor, else the first tensor.
+  std::string loss_output;
   // Probing stops here (the planner never needs a microbatch larger than
   // the minibatch).
   int max_microbatch = 256;
