@@ -4,6 +4,7 @@
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/files.h"
@@ -97,9 +98,19 @@ int64_t TrainingData::size() const {
 absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path) {
   HARMONY_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   std::vector<char> data(bytes.begin(), bytes.end());
-  return CallTorch(
+  absl::StatusOr<c10::IValue> value = CallTorch(
       absl::StrCat(path, ": not a tensor file written by torch.save"),
       [&] { return torch::jit::pickle_load(data); });
+  if (!value.ok() &&
+      absl::StrContains(value.status().message(), "Unknown opcode for unpickling at 0x73")) {
+    // Python pickles a dict of one entry with SETITEM, which LibTorch 1.13's
+    // unpickler does not know (it reads SETITEMS, used for two or more).
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": holds a dict with exactly one entry, which LibTorch 1.13 cannot read "
+              "(pickle opcode SETITEM); save it with a second entry (\"targets\", or "
+              "another input) or as a tuple"));
+  }
+  return value;
 }
 
 absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value) {

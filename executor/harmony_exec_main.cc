@@ -80,7 +80,7 @@ std::string Share(double part, double whole) {
 int Run(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
-  int iterations = 0;
+  int iterations = 0, threads = 0;
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   uint64_t seed = 0;
   po::options_description flags(
@@ -113,7 +113,10 @@ int Run(const std::vector<std::string>& args) {
        "share one host link of this bandwidth among the devices, e.g. 200MB/s "
        "(figures are labelled emulated)")
       ("ignore-memory-check",
-       "run even on devices smaller than the plan's (may run out of memory)");
+       "run even on devices smaller than the plan's (may run out of memory)")
+      ("threads", po::value(&threads)->default_value(0),
+       "LibTorch intra-op threads (0: every hardware thread); a PyTorch loop "
+       "compared bit for bit must use as many (torch.set_num_threads)");
   // clang-format on
   po::options_description all;
   all.add(flags);
@@ -148,6 +151,7 @@ int Run(const std::vector<std::string>& args) {
   options.seed = seed;
   options.shuffle = vm.count("shuffle") > 0;
   options.check_device_memory = vm.count("ignore-memory-check") == 0;
+  options.threads = threads;
   options.trace = !trace_path.empty();
   if (!link_text.empty()) {
     auto bw = harmony::common::ParseBandwidth(link_text);

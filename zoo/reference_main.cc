@@ -3,10 +3,14 @@
 // Trains a TorchScript model with the plain LibTorch loop (the baseline
 // Harmony's results must equal) and prints the loss of every step.
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
 
 #include <boost/program_options.hpp>
 #include <torch/script.h>
@@ -60,6 +64,7 @@ absl::Status Run(const std::string& model_path, const std::string& data_path,
 
 int main(int argc, char** argv) {
   std::string model_path, data_path, out_path, loss = "auto";
+  int threads = 0;
   harmony::zoo::ReferenceTrainingOptions options;
   po::options_description flags(
       "Usage: harmony-train-reference MODEL --data DATA [flags]\n\n"
@@ -87,6 +92,9 @@ int main(int argc, char** argv) {
        "when forward returns a tuple, list, dict or NamedTuple: the element to "
        "train on, by index, key or field (default: the first scalar tensor, else "
        "the first tensor)")
+      ("threads", po::value(&threads)->default_value(0),
+       "LibTorch intra-op threads (0: every hardware thread, as harmony-exec; "
+       "some kernels round differently at another thread count)")
       ("out", po::value(&out_path), "write the trained model here");
   // clang-format on
   po::options_description all;
@@ -122,6 +130,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.loss = *loss_kind;
+  if (threads < 0) {
+    std::cerr << "harmony-train-reference: --threads must be 0 or more\n";
+    return 2;
+  }
+  at::set_num_threads(threads > 0 ? threads
+                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   absl::Status status = Run(model_path, data_path, out_path, options);
   if (!status.ok()) {
     std::cerr << "harmony-train-reference: " << status.message() << "\n";

@@ -16,7 +16,7 @@ constexpr int64_t kGrain = 1 << 15;
 // element by element (same operations, same order, fp32), so results agree
 // with it. `target_clones` builds an AVX2 and a baseline version and picks
 // one when the program starts.
-#define HARMONY_KERNEL __attribute__((target_clones("avx2", "default")))
+#define HARMONY_KERNEL __attribute__((target_clones("arch=haswell", "default")))
 
 struct SgdArgs {
   float lr, weight_decay, momentum, dampening_complement;
@@ -25,14 +25,22 @@ struct SgdArgs {
 
 HARMONY_KERNEL void SgdKernel(float* __restrict p, const float* __restrict g,
                               float* __restrict buf, int64_t n, SgdArgs a) {
+  // The arithmetic of torch.optim.SGD, rounding for rounding: its
+  // `x.add_(y, alpha=a)` is one fused multiply-add, fma(y, a, x) (ATen's
+  // vectorised add), and `buf.mul_(m)` rounds before the add.
   for (int64_t i = 0; i < n; ++i) {
     float d = g[i];
-    if (a.weight_decay != 0.0f) d = d + a.weight_decay * p[i];
+    if (a.weight_decay != 0.0f) d = std::fma(p[i], a.weight_decay, d);
     if (a.momentum != 0.0f) {
-      buf[i] = a.first ? d : buf[i] * a.momentum + a.dampening_complement * d;
-      d = a.nesterov ? d + a.momentum * buf[i] : buf[i];
+      if (a.first) {
+        buf[i] = d;
+      } else {
+        const float decayed = buf[i] * a.momentum;
+        buf[i] = std::fma(d, a.dampening_complement, decayed);
+      }
+      d = a.nesterov ? std::fma(buf[i], a.momentum, d) : buf[i];
     }
-    p[i] = p[i] + (-a.lr) * d;
+    p[i] = std::fma(d, -a.lr, p[i]);
   }
 }
 
@@ -46,16 +54,22 @@ HARMONY_KERNEL void AdamKernel(float* __restrict p, const float* __restrict g,
                                float* __restrict m, float* __restrict v, int64_t n,
                                AdamArgs a) {
   for (int64_t i = 0; i < n; ++i) {
+    // torch.optim.Adam / AdamW's arithmetic, rounding for rounding:
+    // add_(x, alpha) is a fused multiply-add, mul_ rounds first, addcmul
+    // fuses its last multiply with the add (fma(value * t1, t2, self): GCC
+    // contracts ATen's kernel), addcdiv computes self + value * t1 / t2.
     float param = p[i];
     if (a.decoupled) param = param * a.decay_factor;
     float grad = g[i];
-    if (!a.decoupled && a.weight_decay != 0.0f) grad = grad + a.weight_decay * param;
-    const float mi = m[i] * a.beta1 + a.one_minus_beta1 * grad;
-    const float vi = v[i] * a.beta2 + a.one_minus_beta2 * grad * grad;
+    if (!a.decoupled && a.weight_decay != 0.0f) grad = std::fma(param, a.weight_decay, grad);
+    const float decayed_m = m[i] * a.beta1;
+    const float mi = std::fma(grad, a.one_minus_beta1, decayed_m);
+    const float decayed_v = v[i] * a.beta2;
+    const float vi = std::fma(a.one_minus_beta2 * grad, grad, decayed_v);
     m[i] = mi;
     v[i] = vi;
     const float denom = std::sqrt(vi) / a.sqrt_bias_correction2 + a.epsilon;
-    p[i] = param + (-a.step_size) * (mi / denom);
+    p[i] = param + (-a.step_size) * mi / denom;
   }
 }
 

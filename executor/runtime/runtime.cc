@@ -1146,7 +1146,13 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
       }
     }
   }
-  at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads must be 0 (every hardware thread) or more, got ", options.threads));
+  }
+  at::set_num_threads(options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 

@@ -141,9 +141,12 @@ class Seq2Seq(nn.Module):
 
 
 def seq2seq():
+    # Inputs by name; tgt_out, forward's last argument, as the targets.
+    # (LibTorch 1.13 cannot read a pickled dict of exactly one entry, so the
+    # dict holds "targets" too.)
     tgt = tokens(40, 9)
-    return Seq2Seq(), {"inputs": {"src": tokens(40, 10), "tgt_in": tgt[:, :-1],
-                                  "tgt_out": tgt[:, 1:]}}
+    return Seq2Seq(), {"inputs": {"src": tokens(40, 10), "tgt_in": tgt[:, :-1]},
+                       "targets": tgt[:, 1:]}
 
 
 class LstmLM(nn.Module):

@@ -5,6 +5,8 @@ model, torch.optim, gradient accumulation over microbatches.
     /usr/bin/python3 tests/suite/reference_train.py MODEL.pt DATA.pt OUT.pt \
         --minibatch 8 --microbatch 2 --iterations 3 --optimizer sgd --lr 0.1 \
         [--momentum 0.9] [--loss auto|cross-entropy|mse] [--loss-output SEL]
+    /usr/bin/python3 tests/suite/reference_train.py --jobs runs.json
+(several runs in one process; each a JSON object with the same fields)
 
 For every iteration it takes rows (it * D + j) % N of the data (j < D), runs
 each microbatch forward, scales its loss by size / D and calls backward (so
@@ -12,8 +14,9 @@ each microbatch forward, scales its loss by size / D and calls backward (so
 graph executor's optimisations are off, as in Harmony's vLayers, so that the
 same ops run in the same order.
 
-OUT.pt gets {"losses": [K] float64, "weights": {name: tensor},
-"buffers": {name: tensor}}, parameters under the names named_parameters()
+OUT.pt gets {"losses": [K] float64, "first_step": {name: tensor} (the
+weights after the first step), "weights": {name: tensor}, "buffers": {name:
+tensor}}, parameters under the names named_parameters()
 gives them (a tied weight once, under its first name).
 
 The loss follows Harmony's rules (common/loss.h, common/model_output.h):
@@ -25,6 +28,7 @@ the output's shape without it, over dimension 1 (N,C,H,W logits with N,H,W
 targets) otherwise.
 """
 import argparse
+import json
 import os
 
 import torch
@@ -73,25 +77,8 @@ def as_list(value, arguments):
     return list(value)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("model")
-    p.add_argument("data")
-    p.add_argument("out")
-    p.add_argument("--minibatch", type=int, required=True)
-    p.add_argument("--microbatch", type=int, required=True)
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--momentum", type=float, default=0.0)
-    p.add_argument("--loss", choices=["auto", "cross-entropy", "mse"], default="auto")
-    p.add_argument("--loss-output", default="")
-    a = p.parse_args()
-
-    # Harmony's runtime uses every hardware thread; so does the reference, as
-    # some kernels (LayerNorm's weight gradient) split sums by thread count.
-    torch.set_num_threads(os.cpu_count())
-
+def train(a):
+    """One run: `a` has the flags' fields. Writes a.out."""
     model = torch.jit.load(a.model)
     model.train()
     arguments = [x.name for x in model.forward.schema.arguments[1:]]
@@ -110,6 +97,7 @@ def main():
 
     n = inputs[0].size(0)
     losses = []
+    first_step = {}
     with torch.jit.optimized_execution(False):
         for it in range(a.iterations):
             rows = torch.tensor([(it * a.minibatch + j) % n for j in range(a.minibatch)])
@@ -126,9 +114,47 @@ def main():
                 scaled.backward()
             losses.append(total)
             opt.step()
+            if it == 0:
+                first_step = {k: v.detach().clone() for k, v in model.named_parameters()}
     torch.save({"losses": torch.tensor(losses, dtype=torch.float64),
+                "first_step": first_step,
                 "weights": {k: v.detach() for k, v in model.named_parameters()},
                 "buffers": {k: v.detach() for k, v in model.named_buffers()}}, a.out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("model", nargs="?")
+    p.add_argument("data", nargs="?")
+    p.add_argument("out", nargs="?")
+    p.add_argument("--minibatch", type=int)
+    p.add_argument("--microbatch", type=int)
+    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--loss", choices=["auto", "cross-entropy", "mse"], default="auto")
+    p.add_argument("--loss-output", default="")
+    p.add_argument("--jobs", help="a JSON list of runs, each an object with the "
+                   "fields above (model, data, out, minibatch, ...)")
+    a = p.parse_args()
+
+    # Harmony's runtime uses every hardware thread; so does the reference, as
+    # some kernels (oneDNN's convolutions, LayerNorm's weight gradient) round
+    # differently at another thread count.
+    torch.set_num_threads(os.cpu_count())
+    if a.jobs:
+        with open(a.jobs) as f:
+            for job in json.load(f):
+                run = vars(p.parse_args([job["model"], job["data"], job["out"],
+                                         "--minibatch", str(job["minibatch"]),
+                                         "--microbatch", str(job["microbatch"])]))
+                run.update(job)
+                train(argparse.Namespace(**run))
+        return
+    if not (a.model and a.data and a.out and a.minibatch and a.microbatch):
+        p.error("need MODEL DATA OUT --minibatch --microbatch, or --jobs")
+    train(a)
 
 
 if __name__ == "__main__":

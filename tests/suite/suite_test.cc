@@ -1,0 +1,381 @@
+// The suite of models PyTorch users train (tests/suite/make_suite.py: seven
+// torchvision models, transformers, recurrent models, a UNet, tuple / dict /
+// NamedTuple outputs, tied weights), trained by Harmony and by a plain
+// PyTorch loop (tests/suite/reference_train.py: torch.optim.SGD, the same
+// microbatches) and compared:
+//
+//   - on one device, and in vPP and vDP on two, under a cap the whole model
+//     does not fit (so packs swap): the step of the first iteration, each
+//     parameter's update against PyTorch's relative to the step's size (a
+//     dropped gradient shows however small the learning rate), then the
+//     losses and weights after three iterations. Bit-identical on one device
+//     where the same sums run in the same order; within 1e-5 where they do
+//     not (a tied weight's uses are summed on the host, vDP sums devices).
+//   - the first loss on one device, bit for bit, at microbatch 1, 2 and 4
+//     (2 and 4 where BatchNorm cannot train on one sample).
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/decomposer.h"
+#include "common/files.h"
+#include "common/tensor_file.h"
+#include "executor/runtime/runtime.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/plan/plan_builder.h"
+#include "planner/profile/profiler.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/task_graph.h"
+#include "planner/sim/simulator.h"
+#include "tests/run_command.h"
+
+namespace harmony {
+namespace {
+
+using planner::Config;
+using planner::Mode;
+
+constexpr int kMinibatch = 8;
+constexpr int kIterations = 3;
+
+struct SuiteModel {
+  std::string name;
+  // Where sums run in another order than PyTorch's even on one device (a
+  // tied weight's uses in several vLayers): compared within 1e-5 there too.
+  bool tied = false;
+  // BatchNorm over two samples of 1x1 maps (32x32 images through a deep
+  // convnet): a rounding difference of one step grows ~1e4-fold in the next
+  // (measured: vPP and vDP at microbatch 2 part by 1e-4 after two steps at
+  // lr 0.005, and agree bit for bit at lr 0). Their vDP runs take one
+  // microbatch of 4 per device, which sums as PyTorch does.
+  bool chaotic = false;
+  std::string loss_output;  // --loss-output, or empty for the default.
+};
+
+const std::vector<SuiteModel>& Models() {
+  static const auto* models = new std::vector<SuiteModel>{
+      {"resnet18", false, true},     {"mobilenet_v3", false, true},
+      {"shufflenet_v2", false, true}, {"densenet", false, true},
+      {"efficientnet_b0", false, true}, {"squeezenet"},
+      {"vgg11_bn", false, true},      {"transformer_cls"},
+      {"seq2seq"},                    {"lstm_lm", true},
+      {"gru_cls"},                    {"unet"},
+      {"hf_tuple"},                   {"heads_namedtuple", false, false, "logits"},
+      {"dict_out"},                   {"gpt2_tied", true},
+      {"mlp_tied", true},
+  };
+  return *models;
+}
+
+// Steps are compared relative to their size, so a dropped gradient shows at
+// any learning rate; this one keeps three steps of every model stable.
+constexpr double kLearningRate = 0.01;
+
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+std::string ModelPath(const std::string& name) { return absl::StrCat("tests/suite/", name, ".pt"); }
+std::string DataPath(const std::string& name) {
+  return absl::StrCat("tests/suite/", name, "_data.pt");
+}
+
+// [begin, end) in packs of `size`.
+planner::Packing Chunks(int begin, int end, int size) {
+  planner::Packing out;
+  for (int at = begin; at < end; at += size) out.push_back({at, std::min(end, at + size)});
+  return out;
+}
+
+struct Planned {
+  proto::Plan plan;
+  uint64_t peak = 0;  // Simulated, the largest device's.
+  uint64_t cap = 0;   // Per device.
+};
+
+// Packs of one vLayer; the devices' cap is the simulated
+// peak plus 30%: profiles here measure once, and the cost model still
+// under-estimates some backward peaks (shufflenet_v2's by ~22%; see the
+// README's open items).
+Planned MakePlan(const proto::ProfileFile& profile, const planner::CostModel& cost, Mode mode,
+                 int devices, int microbatch) {
+  const int layers = cost.num_layers();
+  const int size = 1;
+  Config c;
+  c.mode = mode;
+  c.num_devices = devices;
+  c.device_memory = 1ull << 34;
+  c.minibatch = kMinibatch;
+  c.forward_microbatch = microbatch;
+  c.backward_microbatch = microbatch;
+  c.backward_packs = Chunks(0, layers, size);
+  c.forward_packs = Chunks(0, c.backward_packs.back().begin, size);
+  absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(cost, c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<planner::SimResult> sim = planner::Simulate(cost, *g, false);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  Planned p;
+  for (uint64_t peak : sim->device_peak) p.cap = std::max(p.cap, peak);
+  p.peak = p.cap;
+  p.cap = p.cap * 130 / 100 + (4 << 10);
+  g->config.device_memory = p.cap;
+  p.plan = planner::BuildPlan(profile, *g, *sim, std::nullopt);
+  return p;
+}
+
+// The peak of running the whole model as one pack on one device.
+uint64_t WholeModelPeak(const planner::CostModel& cost, int microbatch) {
+  Config c;
+  c.mode = Mode::kVpp;
+  c.num_devices = 1;
+  c.device_memory = 1ull << 34;
+  c.minibatch = kMinibatch;
+  c.forward_microbatch = microbatch;
+  c.backward_microbatch = microbatch;
+  c.backward_packs = {{0, cost.num_layers()}};
+  absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(cost, c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<planner::SimResult> sim = planner::Simulate(cost, *g, false);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  return sim->device_peak.at(0);
+}
+
+// What the PyTorch loop wrote.
+struct Reference {
+  std::vector<double> losses;
+  std::map<std::string, at::Tensor> first_step, weights, buffers;
+};
+
+std::map<std::string, at::Tensor> TensorDict(const c10::IValue& v) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : v.toGenericDict()) {
+    out[item.key().toStringRef()] = item.value().toTensor();
+  }
+  return out;
+}
+
+Reference ReadReference(const std::string& path) {
+  Reference r;
+  absl::StatusOr<c10::IValue> v = common::LoadTensorFile(path);
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (!v.ok()) return r;
+  for (const auto& item : v->toGenericDict()) {
+    const std::string& key = item.key().toStringRef();
+    if (key == "losses") {
+      at::Tensor l = item.value().toTensor();
+      for (int64_t i = 0; i < l.numel(); ++i) r.losses.push_back(l[i].item<double>());
+    } else if (key == "first_step") {
+      r.first_step = TensorDict(item.value());
+    } else if (key == "weights") {
+      r.weights = TensorDict(item.value());
+    } else if (key == "buffers") {
+      r.buffers = TensorDict(item.value());
+    }
+  }
+  return r;
+}
+
+// ||a - b|| / ||scale|| (0 when a and b are bit-identical; a zero scale
+// counts as 1).
+double Relative(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scale) {
+  if (at::equal(a, b)) return 0;
+  const double s = scale.norm().item<double>();
+  return (a - b).norm().item<double>() / (s > 0 ? s : 1.0);
+}
+
+// Harmony's host weights against the reference's: each parameter's
+// difference relative to the size of its step from `initial` is at most
+// `step_tolerance` (0: bit-identical), and relative to the weights at most
+// 1e-5.
+void ExpectSameSteps(const executor::Runtime& rt, const std::map<std::string, at::Tensor>& want,
+                     const torch::jit::Module& initial, double step_tolerance,
+                     const std::string& what) {
+  ASSERT_FALSE(want.empty()) << what;
+  for (const auto& [name, w] : want) {
+    absl::StatusOr<at::Tensor> got = rt.HostTensor(name);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+    absl::StatusOr<at::Tensor> w0 = common::ResolveTensor(initial, name);
+    ASSERT_TRUE(w0.ok()) << w0.status();
+    const at::Tensor step = w - *w0;
+    const double error = Relative(*got, w, step);
+    EXPECT_LE(error, step_tolerance) << what << ": " << name << " differs by " << error
+                                     << " of its step (step norm " << step.norm().item<double>()
+                                     << ")";
+    EXPECT_LE(Relative(*got, w, w), 1e-5) << what << ": " << name;
+  }
+}
+
+void ExpectSameLosses(const std::vector<double>& got, const std::vector<double>& want, bool exact,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (exact) {
+      EXPECT_EQ(got[i], want[i]) << what << ": iteration " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << what << ": iteration " << i;
+    }
+  }
+}
+
+executor::RuntimeOptions Options(int devices, uint64_t cap, double lr) {
+  executor::RuntimeOptions o;
+  o.devices.count = devices;
+  o.devices.capacity = cap;
+  o.optimizer.kind = executor::OptimizerKind::kSgd;
+  o.optimizer.learning_rate = lr;
+  return o;
+}
+
+// How far a step may be from PyTorch's, relative to its size: 0 where the
+// same sums run in the same order; 1e-5 where only a tied weight's uses are
+// added in another order; 1e-4 where vDP sums microbatches per device first
+// (float rounding of sums whose terms cancel: measured up to 4e-5 on
+// seq2seq). A dropped or doubled gradient is off by 1e-2 or more.
+double StepTolerance(bool exact, Mode mode) {
+  if (exact) return 0;
+  return mode == Mode::kVdp ? 1e-4 : 1e-5;
+}
+
+class SuiteTest : public ::testing::TestWithParam<SuiteModel> {};
+
+TEST_P(SuiteTest, TrainsLikePyTorch) {
+  const SuiteModel& m = GetParam();
+  const std::string model = ModelPath(m.name);
+  absl::StatusOr<common::TrainingData> data = common::LoadTrainingData(DataPath(m.name));
+  ASSERT_TRUE(data.ok()) << data.status();
+
+  planner::ProfilerOptions po;
+  po.devices.count = 1;
+  po.devices.capacity = 1ull << 32;
+  po.max_microbatch = 4;
+  po.repeats = 1;
+  po.loss_output = m.loss_output;
+  absl::StatusOr<proto::ProfileFile> profile = planner::ProfileModel(model, *data, po);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  absl::StatusOr<std::shared_ptr<const planner::CostModel>> cost =
+      planner::CostModel::Create(*profile);
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  const planner::CostModel& c = **cost;
+  // Models with BatchNorm over 1x1 maps cannot train on one sample.
+  const int smallest = c.min_microbatch();
+  ASSERT_LE(smallest, 2);
+  const int u = 2;
+  const int u_vdp = m.chaotic ? 4 : 2;
+
+  // The PyTorch runs, all in one Python process: three iterations at the
+  // microbatch sizes of the Harmony runs below, and the first loss at the
+  // other sizes.
+  std::vector<int> first_loss_sizes = {4};
+  if (smallest == 1) first_loss_sizes.push_back(1);
+  nlohmann::json jobs = nlohmann::json::array();
+  auto job = [&](int microbatch, int iterations, double lr) {
+    const std::string out =
+        Tmp(absl::StrCat(m.name, "_ref_u", microbatch, "_", iterations, ".pt"));
+    jobs.push_back({{"model", model}, {"data", DataPath(m.name)}, {"out", out},
+                    {"minibatch", kMinibatch}, {"microbatch", microbatch},
+                    {"iterations", iterations}, {"lr", lr}, {"loss_output", m.loss_output}});
+    return out;
+  };
+  std::map<int, std::string> training_refs;
+  training_refs[u] = job(u, kIterations, kLearningRate);
+  training_refs[u_vdp] = job(u_vdp, kIterations, kLearningRate);
+  std::map<int, std::string> first_refs;
+  for (int size : first_loss_sizes) first_refs[size] = job(size, 1, 0.0);
+  const std::string jobs_path = Tmp(m.name + "_jobs.json");
+  ASSERT_TRUE(common::WriteFileAtomically(jobs_path, jobs.dump()).ok());
+  testing::Result py = testing::RunCommand(
+      absl::StrCat("/usr/bin/python3 tests/suite/reference_train.py --jobs ", jobs_path));
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+
+  torch::jit::Module initial = torch::jit::load(model);
+  const uint64_t whole = WholeModelPeak(c, u);
+  struct Run {
+    Mode mode;
+    int devices;
+    int microbatch;
+  };
+  for (const Run& r : {Run{Mode::kVpp, 1, u}, Run{Mode::kVpp, 2, u}, Run{Mode::kVdp, 2, u_vdp}}) {
+    const std::string what =
+        absl::StrCat(m.name, " ", r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.devices,
+                     " device(s), microbatch ", r.microbatch);
+    SCOPED_TRACE(what);
+    const Reference ref = ReadReference(training_refs.at(r.microbatch));
+    ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kIterations));
+    const Planned p = MakePlan(*profile, c, r.mode, r.devices, r.microbatch);
+    // The plan swaps: where weights and gradients are most of the memory,
+    // its peak is below what the whole model needs resident.
+    if (4 * c.WeightBytes(0, c.num_layers()) > whole) {
+      EXPECT_LT(p.peak, whole) << planner::PlanSummary(p.plan);
+    }
+    absl::StatusOr<std::unique_ptr<executor::Runtime>> rt =
+        executor::Runtime::Create(p.plan, model, Options(r.devices, p.cap, kLearningRate));
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    ASSERT_TRUE((*rt)->SetData(*data).ok());
+    std::vector<double> losses;
+    for (int i = 0; i < kIterations; ++i) {
+      absl::StatusOr<executor::IterationMetrics> it = (*rt)->RunIteration();
+      ASSERT_TRUE(it.ok()) << it.status();
+      losses.push_back(it->loss);
+      EXPECT_GT(it->bytes.weights_in, 0u);
+      for (uint64_t peak : it->device_peak_bytes) EXPECT_LE(peak, p.cap);
+      // Bit-identical where every sum runs in PyTorch's order: vPP, and vDP
+      // with one microbatch per device (device 0's plus device 1's).
+      const bool exact = !m.tied && (r.mode == Mode::kVpp ||
+                                     r.microbatch * r.devices == kMinibatch);
+      if (i == 0) {
+        // The step check: each parameter's first update against PyTorch's.
+        ExpectSameSteps(**rt, ref.first_step, initial, StepTolerance(exact, r.mode),
+                        what + ", first step");
+        // The first loss is a forward pass: the same bits everywhere but
+        // vDP, whose devices sum their microbatches apart.
+        if (r.mode == Mode::kVpp) EXPECT_EQ(it->loss, ref.losses[0]);
+      }
+    }
+    const bool exact =
+        !m.tied && (r.mode == Mode::kVpp || r.microbatch * r.devices == kMinibatch);
+    ExpectSameLosses(losses, ref.losses, exact, what);
+    ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, r.mode),
+                    what + ", after 3 iterations");
+    // Buffers (BatchNorm statistics): vDP keeps device 0's.
+    if (r.mode == Mode::kVpp) {
+      for (const auto& [name, want] : ref.buffers) {
+        absl::StatusOr<at::Tensor> got = (*rt)->HostTensor(name);
+        if (!got.ok()) continue;  // A buffer no vLayer reads.
+        if (exact || !at::isFloatingType(want.scalar_type())) {
+          EXPECT_TRUE(at::equal(*got, want)) << name;
+        } else {
+          EXPECT_LE(Relative(*got, want, want), 1e-5) << name;
+        }
+      }
+    }
+  }
+
+  // The first loss, bit for bit, at the other microbatch sizes.
+  for (const auto& [size, path] : first_refs) {
+    SCOPED_TRACE(absl::StrCat(m.name, " first loss at microbatch ", size));
+    const Reference first = ReadReference(path);
+    ASSERT_EQ(first.losses.size(), 1u);
+    const Planned p = MakePlan(*profile, c, Mode::kVpp, 1, size);
+    absl::StatusOr<std::unique_ptr<executor::Runtime>> rt =
+        executor::Runtime::Create(p.plan, model, Options(1, p.cap, 0.0));
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    ASSERT_TRUE((*rt)->SetData(*data).ok());
+    absl::StatusOr<executor::IterationMetrics> it = (*rt)->RunIteration();
+    ASSERT_TRUE(it.ok()) << it.status();
+    EXPECT_EQ(it->loss, first.losses[0]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SuiteTest, ::testing::ValuesIn(Models()),
+                         [](const ::testing::TestParamInfo<SuiteModel>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace harmony
