@@ -5,12 +5,14 @@
 
 #include "common/decomposer.h"
 
+#include <algorithm>
 #include <string>
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
 #include "common/loss.h"
+#include "common/model_output.h"
 #include "common/tensor_file.h"
 #include "common/vlayer_runner.h"
 #include "gtest/gtest.h"
@@ -43,12 +45,12 @@ struct Reference {
 
 // The original module: forward, loss, backward, unoptimised (as Run is).
 Reference RunModule(torch::jit::Module& model, const TrainingData& data,
-                    bool takes_targets) {
+                    bool takes_targets, const std::string& output = "") {
   torch::jit::GraphOptimizerEnabledGuard unoptimised(false);
   std::vector<c10::IValue> args(data.inputs.begin(), data.inputs.end());
   if (takes_targets) args.insert(args.end(), data.targets.begin(), data.targets.end());
   Reference r;
-  r.output = model.forward(args).toTensor();
+  r.output = *PickOutput(model.forward(args), output);
   r.loss = *LossFromOutput(r.output, data.targets, takes_targets, LossKind::kAuto);
   r.loss.backward();
   return r;
@@ -90,6 +92,7 @@ void ExpectIdentical(torch::jit::Module& expected, torch::jit::Module& actual,
 struct Case {
   std::string family;
   int granularity;
+  std::string output = "";  // DecomposeOptions::output.
 };
 
 class EquivalenceTest : public ::testing::TestWithParam<Case> {};
@@ -146,7 +149,7 @@ class PythonModelTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PythonModelTest, VLayersAreBitIdenticalToTheModule) {
   const Case& c = GetParam();
-  const std::string path = "tests/testdata/" + c.family;
+  const std::string path = c.family;
   torch::jit::Module expected = torch::jit::load(path + ".pt");
   torch::jit::Module actual = torch::jit::load(path + ".pt");
   absl::StatusOr<TrainingData> data = LoadTrainingData(path + "_data.pt");
@@ -154,15 +157,17 @@ TEST_P(PythonModelTest, VLayersAreBitIdenticalToTheModule) {
 
   DecomposeOptions options;
   options.granularity = c.granularity;
+  options.output = c.output;
   auto d = Decomposition::Create(actual, options);
   ASSERT_TRUE(d.ok()) << d.status();
-  ASSERT_GE((*d)->num_vlayers(), 3);
+  ASSERT_GE((*d)->num_vlayers(), 2);
+  ASSERT_TRUE(ArrangeInputs((*d)->forward_arguments(), &*data).ok());
   absl::StatusOr<bool> takes_targets = ForwardTakesTargets(
       (*d)->forward_arguments(), data->inputs, data->targets);
   ASSERT_TRUE(takes_targets.ok()) << takes_targets.status();
 
   torch::manual_seed(77);
-  Reference ref = RunModule(expected, *data, *takes_targets);
+  Reference ref = RunModule(expected, *data, *takes_targets, c.output);
   torch::manual_seed(77);
   auto got = RunVLayerStep(**d, actual, data->inputs, data->targets,
                            LossKind::kAuto);
@@ -172,14 +177,134 @@ TEST_P(PythonModelTest, VLayersAreBitIdenticalToTheModule) {
 
 INSTANTIATE_TEST_SUITE_P(
     Python, PythonModelTest,
-    ::testing::Values(Case{"torchvision_resnet", 0},
-                      Case{"torchvision_resnet", 8},
-                      Case{"torchvision_resnet", 40}, Case{"user_gpt", 0},
-                      Case{"user_gpt", 25}, Case{"user_bert", 0},
-                      Case{"user_bert", 10}),
+    ::testing::Values(Case{"tests/testdata/torchvision_resnet", 0},
+                      Case{"tests/testdata/torchvision_resnet", 8},
+                      Case{"tests/testdata/torchvision_resnet", 40},
+                      Case{"tests/testdata/user_gpt", 0}, Case{"tests/testdata/user_gpt", 25},
+                      Case{"tests/testdata/user_bert", 0}, Case{"tests/testdata/user_bert", 10},
+                      // The suite (tests/suite/make_suite.py): recurrent
+                      // layers, several and dict inputs, tuple, dict and
+                      // NamedTuple outputs, torchvision blocks.
+                      Case{"tests/suite/gru_cls", 0}, Case{"tests/suite/seq2seq", 0},
+                      Case{"tests/suite/hf_tuple", 0, "0"}, Case{"tests/suite/dict_out", 0, "loss"},
+                      Case{"tests/suite/heads_namedtuple", 0, "logits"},
+                      Case{"tests/suite/unet", 0}, Case{"tests/suite/shufflenet_v2", 0},
+                      Case{"tests/suite/squeezenet", 0}, Case{"tests/suite/densenet", 0}),
     [](const auto& info) {
-      return info.param.family + "_g" + std::to_string(info.param.granularity);
+      return info.param.family.substr(info.param.family.rfind('/') + 1) + "_g" +
+             std::to_string(info.param.granularity);
     });
+
+// A weight held under two names (lm_head.weight = wte.weight, b.weight =
+// a.weight) or read functionally (F.linear(h, self.a.weight)) is one input
+// wherever it is read, named as named_parameters() first lists it, so its
+// gradient is the sum of every use's. (Not bit-identical: the vLayers add
+// the uses' gradients in another order than autograd does in one graph.)
+TEST(DecomposerTest, TiedWeightsAreOneTensor) {
+  for (const std::string name : {"mlp_tied", "gpt2_tied", "lstm_lm"}) {
+    SCOPED_TRACE(name);
+    const std::string path = "tests/suite/" + name;
+    torch::jit::Module expected = torch::jit::load(path + ".pt");
+    torch::jit::Module actual = torch::jit::load(path + ".pt");
+    absl::StatusOr<TrainingData> data = LoadTrainingData(path + "_data.pt");
+    ASSERT_TRUE(data.ok()) << data.status();
+    auto d = Decomposition::Create(actual, DecomposeOptions{});
+    ASSERT_TRUE(d.ok()) << d.status();
+    const std::string tied = name == "mlp_tied" ? "a.weight"
+                             : name == "gpt2_tied" ? "wte.weight" : "emb.weight";
+    const std::string alias = name == "mlp_tied" ? "b.weight"
+                              : name == "gpt2_tied" ? "lm_head.weight" : "decoder.weight";
+    int readers = 0;
+    for (const VLayerInfo& v : (*d)->vlayers()) {
+      for (const std::string& p : v.parameters) {
+        EXPECT_NE(p, alias);
+        if (p == tied) ++readers;
+      }
+    }
+    EXPECT_GE(readers, 2);
+    EXPECT_EQ(TensorAliases(actual).at(alias), tied);
+
+    torch::manual_seed(5);
+    Reference ref = RunModule(expected, *data, false);
+    auto got = RunVLayerStep(**d, actual, data->inputs, data->targets, LossKind::kAuto);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(torch::equal(ref.loss, got->loss));
+    const at::Tensor want = ResolveTensor(expected, tied)->grad();
+    const at::Tensor have = ResolveTensor(actual, tied)->grad();
+    ASSERT_TRUE(want.defined() && have.defined());
+    EXPECT_LE((want - have).norm().item<double>() / want.norm().item<double>(), 1e-6);
+  }
+}
+
+// An RNN reads its weights through a Tensor[] attribute (_flat_weights):
+// they become inputs of the vLayer that runs it, under their own names.
+TEST(DecomposerTest, RecurrentLayersReadTheirWeightsAsParameters) {
+  torch::jit::Module m = torch::jit::load("tests/suite/gru_cls.pt");
+  auto d = Decomposition::Create(m, DecomposeOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<std::string> all;
+  for (const VLayerInfo& v : (*d)->vlayers()) {
+    all.insert(all.end(), v.parameters.begin(), v.parameters.end());
+  }
+  for (const std::string p : {"rnn.weight_ih_l0", "rnn.bias_hh_l0", "gru.weight_hh_l1",
+                              "gru.bias_ih_l1", "head.weight"}) {
+    EXPECT_NE(std::find(all.begin(), all.end(), p), all.end()) << p;
+  }
+}
+
+// What forward returns decides what training uses; nothing usable is an
+// error at decompose time that names what forward returned.
+TEST(DecomposerTest, OutputsAreChosenOrExplained) {
+  torch::jit::Module tuple("__torch__.TwoOutputs");
+  tuple.register_parameter("w", torch::ones({3}), false);
+  tuple.define(R"(
+def forward(self, x):
+    y = x * self.w
+    return y, y.sum()
+)");
+  auto whole = Decomposition::Create(tuple, DecomposeOptions{});
+  EXPECT_EQ(whole.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(whole.status().message().find("Tuple[Tensor, Tensor]"), absl::string_view::npos)
+      << whole.status();
+  std::vector<c10::IValue> sample = {torch::ones({2, 3})};
+  absl::StatusOr<OutputChoice> choice = ChooseLossOutput(tuple, "", &sample);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->selector, "1");  // The first scalar.
+  EXPECT_NE(choice->message.find("element 1, the first scalar"), std::string::npos)
+      << choice->message;
+  DecomposeOptions pick;
+  pick.output = choice->selector;
+  auto d = Decomposition::Create(tuple, pick);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto out = (*d)->Run(0, {torch::ones({3})}, {}, {torch::full({2, 3}, 2.0)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->back().toTensor().item<double>(), 12.0);
+  EXPECT_EQ(ChooseLossOutput(tuple, "5", &sample).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  torch::jit::Module dict("__torch__.DictOutput");
+  dict.define(R"(
+def forward(self, x):
+    return {"logits": x * 2.0, "loss": x.mean()}
+)");
+  choice = ChooseLossOutput(dict, "", &sample);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->selector, "loss");
+  choice = ChooseLossOutput(dict, "logits", nullptr);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->selector, "logits");
+
+  torch::jit::Module count("__torch__.Count");
+  count.define(R"(
+def forward(self, x):
+    return x.size(0)
+)");
+  auto none = ChooseLossOutput(count, "", &sample);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("forward returns int, which holds no tensor"),
+            absl::string_view::npos)
+      << none.status();
+}
 
 // Python-scripted models split at their blocks too, whatever the call
 // structure (forward calling _forward_impl, nn.Sequential stages, encoder

@@ -1,10 +1,14 @@
 #include "common/tensor_file.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <ATen/ATen.h>
 #include <torch/script.h>
 
 #include "common/files.h"
+#include "common/loss.h"
 #include "gtest/gtest.h"
 
 namespace harmony::common {
@@ -110,6 +114,61 @@ TEST(TensorFileTest, WrongContentsAreExplained) {
   ASSERT_FALSE(data.ok());
   EXPECT_NE(data.status().message().find("int"), absl::string_view::npos)
       << data.status();
+}
+
+}  // namespace
+}  // namespace harmony::common
+
+namespace harmony::common {
+namespace {
+
+// Inputs saved as a dict by name ({"inputs": {"src": ..., "tgt_in": ...}})
+// are put in the order of forward's arguments.
+TEST(TensorFileTest, DictInputsFollowForwardsArguments) {
+  absl::StatusOr<TrainingData> data = LoadTrainingData("tests/suite/seq2seq_data.pt");
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->input_names, (std::vector<std::string>{"src", "tgt_in"}));
+  const at::Tensor src = data->inputs[0];
+  TrainingData swapped = *data;
+  std::swap(swapped.inputs[0], swapped.inputs[1]);
+  std::swap(swapped.input_names[0], swapped.input_names[1]);
+  ASSERT_TRUE(ArrangeInputs({"src", "tgt_in", "tgt_out"}, &swapped).ok());
+  EXPECT_TRUE(swapped.input_names.empty());
+  EXPECT_TRUE(at::equal(swapped.inputs[0], src));
+
+  TrainingData unknown = *data;
+  absl::Status s = ArrangeInputs({"source", "tgt_in", "tgt_out"}, &unknown);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("hold \"src\", but forward takes (source, tgt_in, tgt_out)"),
+            absl::string_view::npos)
+      << s;
+  TrainingData gap = *data;
+  s = ArrangeInputs({"extra", "src", "tgt_in"}, &gap);
+  EXPECT_NE(s.message().find("argument \"extra\" is missing"), absl::string_view::npos) << s;
+}
+
+TEST(TensorFileTest, OneEntryDictIsExplained) {
+  absl::StatusOr<TrainingData> data = LoadTrainingData("tests/suite/one_entry_data.pt");
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find("a dict with exactly one entry"),
+            absl::string_view::npos)
+      << data.status();
+}
+
+// Cross-entropy takes classes in the last dimension, or in dimension 1
+// (segmentation), as F.cross_entropy does.
+TEST(LossTest, CrossEntropyOverClassesInDimensionOne) {
+  torch::manual_seed(2);
+  const at::Tensor logits = torch::randn({2, 3, 4, 5});
+  const at::Tensor masks = torch::randint(0, 3, {2, 4, 5});
+  absl::StatusOr<at::Tensor> loss = LossFromOutput(logits, {masks}, false, LossKind::kAuto);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_TRUE(at::equal(*loss, at::cross_entropy_loss(logits, masks)));
+  const at::Tensor lm = torch::randn({2, 6, 7});
+  const at::Tensor next = torch::randint(0, 7, {2, 6});
+  loss = LossFromOutput(lm, {next}, false, LossKind::kCrossEntropy);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_TRUE(at::equal(*loss, at::cross_entropy_loss(lm.reshape({-1, 7}), next.reshape({-1}))));
 }
 
 }  // namespace

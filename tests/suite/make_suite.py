@@ -365,6 +365,9 @@ def main():
         model.train()
         torch.jit.script(model).save(os.path.join(out, f"{name}.pt"))
         torch.save(data, os.path.join(out, f"{name}_data.pt"))
+    # A data dict of one entry: Python pickles it with SETITEM, which
+    # LibTorch 1.13 cannot read (the loader's error must say so).
+    torch.save({"inputs": torch.zeros(2, 3)}, os.path.join(out, "one_entry_data.pt"))
 
 
 if __name__ == "__main__":
