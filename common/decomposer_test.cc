@@ -281,6 +281,8 @@ def forward(self, x):
   EXPECT_EQ(out->back().toTensor().item<double>(), 12.0);
   EXPECT_EQ(ChooseLossOutput(tuple, "5", &sample).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseLossOutput(tuple, "logits", &sample).status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   torch::jit::Module dict("__torch__.DictOutput");
   dict.define(R"(

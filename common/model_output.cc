@@ -29,8 +29,9 @@ std::string Quoted(const std::string& s) { return absl::StrCat("'", s, "'"); }
 absl::StatusOr<OutputElement> FindOutputElement(const c10::TypePtr& type,
                                                 const std::string& selector) {
   const std::string what = absl::StrCat("forward returns ", type->annotation_str());
-  int index = -1;
-  const bool numeric = absl::SimpleAtoi(selector, &index) && index >= 0;
+  int parsed = -1;  // SimpleAtoi may write to it even when it fails.
+  const bool numeric = absl::SimpleAtoi(selector, &parsed) && parsed >= 0;
+  int index = numeric ? parsed : -1;
   OutputElement e;
   if (auto tuple = type->cast<c10::TupleType>()) {
     const std::vector<std::string> fields = FieldNames(*tuple);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/decomposer.h"
 #include "common/files.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -135,6 +136,68 @@ TEST(ExecCliTest, BadInputIsOneClearLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(Contains(r.output, "run needs PLAN")) << r.output;
   EXPECT_EQ(RunCommand(absl::StrCat(kExec, " fly")).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace harmony
+
+namespace harmony {
+namespace {
+
+// What a PyTorch user trains first, end to end with the two tools: a word
+// LSTM language model whose embedding is tied to its decoder, and a model
+// returning (loss, logits) as Hugging Face models do. Scripted in Python
+// (tests/suite/make_suite.py).
+TEST(ExecCliTest, LstmLanguageModelAndTupleOutputTrainEndToEnd) {
+  struct Case {
+    std::string name, memory, loss_note;
+  };
+  for (const Case& c :
+       {Case{"lstm_lm", "512KiB", ""},
+        Case{"hf_tuple", "64KiB", "training on its element 0, the first scalar"}}) {
+    SCOPED_TRACE(c.name);
+    const std::string model = "tests/suite/" + c.name + ".pt";
+    const std::string data = "tests/suite/" + c.name + "_data.pt";
+    const std::string plan = Tmp(c.name + ".plan.pb");
+    auto planned = RunCommand(absl::StrCat(kPlan, " ", model, " --sample-input ", data,
+                                           " --gpus 2 --device-memory ", c.memory,
+                                           " --minibatch 8 -o ", plan));
+    ASSERT_EQ(planned.exit_code, 0) << planned.output;
+    if (!c.loss_note.empty()) {
+      EXPECT_TRUE(Contains(planned.output, c.loss_note)) << planned.output;
+    }
+    const std::string trained = Tmp(c.name + "_trained.pt");
+    auto r = RunCommand(absl::StrCat(kExec, " run ", plan, " --model ", model, " --data ", data,
+                                     " --iterations 3 --devices cpu:2x", c.memory,
+                                     " --lr 0.5 --out ", trained));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(Contains(r.output, "iter 3/3  loss ")) << r.output;
+    EXPECT_TRUE(Contains(r.output, "bytes moved per iteration equal the plan's")) << r.output;
+    torch::jit::Module out = torch::jit::load(trained);
+    torch::jit::Module before = torch::jit::load(model);
+    int changed = 0;
+    for (const auto& p : before.named_parameters()) {
+      absl::StatusOr<at::Tensor> now = common::ResolveTensor(out, p.name);
+      ASSERT_TRUE(now.ok()) << now.status();
+      if (!at::equal(p.value, *now)) {
+        ++changed;
+      }
+    }
+    EXPECT_GT(changed, 0);
+    if (c.name == "lstm_lm") {
+      // The saved model keeps the tie: one tensor under both names.
+      EXPECT_TRUE(out.attr("decoder").toModule().attr("weight").toTensor().is_same(
+          out.attr("emb").toModule().attr("weight").toTensor()));
+    }
+  }
+  // A wrong --loss-output is one clear line before any profiling.
+  auto bad = RunCommand(absl::StrCat(kPlan, " tests/suite/hf_tuple.pt --sample-input ",
+                                     "tests/suite/hf_tuple_data.pt --gpus 2 --device-memory 64KiB",
+                                     " --minibatch 8 --loss-output logits -o ", Tmp("bad.pb")));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(Contains(bad.output, "forward returns Tuple[Tensor, Tensor], which has no element "
+                                   "'logits' (it has elements 0-1)"))
+      << bad.output;
 }
 
 }  // namespace
