@@ -115,8 +115,8 @@ int Run(const std::vector<std::string>& args) {
       ("ignore-memory-check",
        "run even on devices smaller than the plan's (may run out of memory)")
       ("threads", po::value(&threads)->default_value(0),
-       "LibTorch intra-op threads (0: every hardware thread); a PyTorch loop "
-       "compared bit for bit must use as many (torch.set_num_threads)");
+       "LibTorch intra-op threads (0: LibTorch's default, as PyTorch's); a "
+       "PyTorch loop compared bit for bit must use as many (torch.set_num_threads)");
   // clang-format on
   po::options_description all;
   all.add(flags);

@@ -3,12 +3,10 @@
 // Trains a TorchScript model with the plain LibTorch loop (the baseline
 // Harmony's results must equal) and prints the loss of every step.
 
-#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include <ATen/Parallel.h>
 
@@ -93,7 +91,7 @@ int main(int argc, char** argv) {
        "train on, by index, key or field (default: the first scalar tensor, else "
        "the first tensor)")
       ("threads", po::value(&threads)->default_value(0),
-       "LibTorch intra-op threads (0: every hardware thread, as harmony-exec; "
+       "LibTorch intra-op threads (0: LibTorch's default, as harmony-exec's; "
        "some kernels round differently at another thread count)")
       ("out", po::value(&out_path), "write the trained model here");
   // clang-format on
@@ -134,8 +132,7 @@ int main(int argc, char** argv) {
     std::cerr << "harmony-train-reference: --threads must be 0 or more\n";
     return 2;
   }
-  at::set_num_threads(threads > 0 ? threads
-                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (threads > 0) at::set_num_threads(threads);
   absl::Status status = Run(model_path, data_path, out_path, options);
   if (!status.ok()) {
     std::cerr << "harmony-train-reference: " << status.message() << "\n";

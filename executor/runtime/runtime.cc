@@ -1150,9 +1150,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     return absl::InvalidArgumentError(
         absl::StrCat("threads must be 0 (every hardware thread) or more, got ", options.threads));
   }
-  at::set_num_threads(options.threads > 0
-                          ? options.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // 0 keeps LibTorch's own count, the one PyTorch uses on this machine, so
+  // a user's PyTorch loop and Harmony round alike by default.
+  if (options.threads > 0) at::set_num_threads(options.threads);
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 

@@ -70,10 +70,11 @@ struct RuntimeOptions {
   // refused before anything is allocated.
   uint64_t host_memory_limit = 0;
   // Intra-op threads of LibTorch's kernels (at::set_num_threads, which is
-  // process-wide); 0: every hardware thread. Some kernels (oneDNN's
-  // convolutions, LayerNorm's weight gradient) round differently at another
-  // thread count, so a loop Harmony's results are compared with bit for bit
-  // must run with the same count (torch.set_num_threads in Python).
+  // process-wide); 0: LibTorch's default, which is PyTorch's on the same
+  // machine. Some kernels (oneDNN's convolutions, LayerNorm's weight
+  // gradient) round differently at another thread count, so a loop Harmony's
+  // results are compared with bit for bit must run with the same count
+  // (torch.set_num_threads in Python).
   int threads = 0;
   // Record a Chrome trace of the executed iterations.
   bool trace = false;

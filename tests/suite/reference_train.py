@@ -29,7 +29,6 @@ targets) otherwise.
 """
 import argparse
 import json
-import os
 
 import torch
 import torch.nn.functional as F
@@ -135,14 +134,17 @@ def main():
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--loss", choices=["auto", "cross-entropy", "mse"], default="auto")
     p.add_argument("--loss-output", default="")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch.set_num_threads (0: PyTorch's default)")
     p.add_argument("--jobs", help="a JSON list of runs, each an object with the "
                    "fields above (model, data, out, minibatch, ...)")
     a = p.parse_args()
 
-    # Harmony's runtime uses every hardware thread; so does the reference, as
-    # some kernels (oneDNN's convolutions, LayerNorm's weight gradient) round
-    # differently at another thread count.
-    torch.set_num_threads(os.cpu_count())
+    # PyTorch's default intra-op thread count, which harmony-exec keeps by
+    # default too: some kernels (oneDNN's convolutions, LayerNorm's weight
+    # gradient) round differently at another count.
+    if a.threads:
+        torch.set_num_threads(a.threads)
     if a.jobs:
         with open(a.jobs) as f:
             for job in json.load(f):
