@@ -24,11 +24,23 @@ std::vector<std::string> FieldNames(const c10::TupleType& tuple) {
 
 std::string Quoted(const std::string& s) { return absl::StrCat("'", s, "'"); }
 
+// "Tuple[Tensor, Tensor]", "NamedTuple Heads(logits: Tensor, aux: Tensor)".
+std::string Describe(const c10::TypePtr& type) {
+  auto tuple = type->cast<c10::TupleType>();
+  if (!tuple || tuple->schema() == nullptr) return type->annotation_str();
+  std::vector<std::string> fields;
+  for (const c10::Argument& a : tuple->schema()->arguments()) {
+    fields.push_back(absl::StrCat(a.name(), ": ", a.type()->annotation_str()));
+  }
+  std::string name = tuple->name() ? tuple->name()->name() : "";
+  return absl::StrCat("NamedTuple ", name, "(", absl::StrJoin(fields, ", "), ")");
+}
+
 }  // namespace
 
 absl::StatusOr<OutputElement> FindOutputElement(const c10::TypePtr& type,
                                                 const std::string& selector) {
-  const std::string what = absl::StrCat("forward returns ", type->annotation_str());
+  const std::string what = absl::StrCat("forward returns ", Describe(type));
   int parsed = -1;  // SimpleAtoi may write to it even when it fails.
   const bool numeric = absl::SimpleAtoi(selector, &parsed) && parsed >= 0;
   int index = numeric ? parsed : -1;
@@ -90,7 +102,7 @@ absl::StatusOr<OutputChoice> ChooseLossOutput(torch::jit::Module& model,
     return absl::InvalidArgumentError("forward returns nothing to train on");
   }
   const c10::TypePtr type = returns[0].type();
-  const std::string returned = type->annotation_str();
+  const std::string returned = Describe(type);
   OutputChoice choice;
   if (IsTensor(type)) {
     if (!requested.empty()) {
