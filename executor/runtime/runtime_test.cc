@@ -407,10 +407,13 @@ TEST(RuntimeTest, ModelsScriptedInPython) {
   }
 }
 
-// The baselines run on the same runtime and train the same way.
+// The baselines run on the same runtime and train the same way, a weight
+// tied to two uses (GPT-2's lm_head.weight = wte.weight) included.
 TEST(RuntimeTest, BaselineSchedulesTrainTheSame) {
-  for (const std::string family : {"gpt", "resnet"}) {
-    const Model& m = GetModel(family);
+  for (const std::string family : {"gpt", "resnet", "gpt2_tied"}) {
+    const Model& m = family == "gpt2_tied"
+                         ? GetFileModel("tests/suite/gpt2_tied.pt", "tests/suite/gpt2_tied_data.pt")
+                         : GetModel(family);
     for (Schedule s : {Schedule::kOndemand, Schedule::kGpipe, Schedule::kDpSwap}) {
       planner::SearchOptions so;
       so.num_devices = 2;
