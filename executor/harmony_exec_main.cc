@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <boost/program_options.hpp>
 
 #include "absl/status/status.h"
@@ -160,6 +161,12 @@ int Run(const std::vector<std::string>& args) {
   }
   auto runtime = harmony::executor::Runtime::Create(*plan, model, options);
   if (!runtime.ok()) return Fail(runtime.status());
+  const uint32_t profiled_threads = plan->profile().gemm_threads();
+  if (profiled_threads > 0 && static_cast<int>(profiled_threads) != at::get_num_threads()) {
+    std::cout << "note: the plan was profiled on " << profiled_threads
+              << " intra-op thread(s), this run uses " << at::get_num_threads()
+              << " (--threads): its time estimates assume " << profiled_threads << "\n";
+  }
   auto training = harmony::common::LoadTrainingData(data);
   if (!training.ok()) return Fail(training.status());
   if (absl::Status s = (*runtime)->SetData(*std::move(training)); !s.ok()) return Fail(s);

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -444,6 +443,8 @@ int Plan(const std::vector<std::string>& args) {
     if (tty) std::cerr << "\r\033[K";
     if (!measured.ok()) return Fail(measured.status());
     profile = *std::move(measured);
+    std::cerr << harmony::planner::GemmWarning(profile.profile().gemm_flop_per_s(),
+                                               static_cast<int>(profile.profile().host_threads()));
   }
   absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
   if (!host_link.ok()) return Fail(host_link.status());
@@ -590,9 +591,8 @@ int Inspect(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Profile with every core, as the runtime will run (LibTorch starts with
-  // one intra-op thread here).
-  at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  // Profiles run on LibTorch's default intra-op threads, as harmony-exec does
+  // (the profile records how many, and harmony-exec says when it differs).
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << kUsage;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/script.h>
@@ -627,7 +628,41 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   say("measuring copy bandwidth");
   HARMONY_ASSIGN_OR_RETURN(*profile->mutable_bandwidths(),
                            MeasureBandwidths(options.devices, options.repeats));
+  say("measuring the matrix multiply rate");
+  HARMONY_ASSIGN_OR_RETURN(const double gemm, MeasureGemmRate(options.repeats));
+  profile->set_gemm_flop_per_s(gemm);
+  profile->set_gemm_threads(static_cast<uint32_t>(at::get_num_threads()));
+  profile->set_host_threads(std::max(1u, std::thread::hardware_concurrency()));
   return file;
+}
+
+absl::StatusOr<double> MeasureGemmRate(int repeats) {
+  constexpr int64_t kN = 1024;
+  return common::CallTorch("measuring the matrix multiply rate", [&] {
+    at::Tensor a = at::randn({kN, kN});
+    at::Tensor b = at::randn({kN, kN});
+    at::Tensor c = at::empty({kN, kN});
+    at::mm_out(c, a, b);  // Warm-up.
+    std::vector<double> times;
+    for (int r = 0; r < std::max(repeats, 3); ++r) {
+      const double start = Now();
+      at::mm_out(c, a, b);
+      times.push_back(Now() - start);
+    }
+    return 2.0 * kN * kN * kN / Median(times);
+  });
+}
+
+std::string GemmWarning(double flop_per_s, int host_threads) {
+  const double floor = kSlowGemmPerCorePair * std::max(1, host_threads / 2);
+  if (flop_per_s <= 0 || flop_per_s >= floor) return "";
+  return absl::StrFormat(
+      "warning: matrix multiplies run at %.1f GFLOP/s, below %.0f GFLOP/s (%.0f per pair of "
+      "this machine's %d hardware threads): LibTorch's libblas.so.3 is likely the reference "
+      "BLAS. Install libopenblas0-openmp (scripts/setup.sh does; Debian's alternatives then "
+      "point libblas.so.3 at it) and profile again: times measured on a slow BLAS make the "
+      "plan's estimates wrong.\n",
+      flop_per_s / 1e9, floor / 1e9, kSlowGemmPerCorePair / 1e9, host_threads);
 }
 
 namespace {
@@ -843,6 +878,11 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
       common::FormatBandwidth(bw.device_to_host_bytes_per_s()), p.num_devices(),
       common::FormatBandwidth(bw.host_link_all_devices_bytes_per_s()),
       common::FormatBandwidth(bw.peer_bytes_per_s()));
+  if (p.gemm_flop_per_s() > 0) {
+    absl::StrAppendFormat(&out, "matrix multiply: %.1f GFLOP/s (fp32 1024^3, %d thread(s))\n",
+                          p.gemm_flop_per_s() / 1e9, p.gemm_threads());
+    absl::StrAppend(&out, GemmWarning(p.gemm_flop_per_s(), static_cast<int>(p.host_threads())));
+  }
   return out;
 }
 

@@ -56,6 +56,9 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
   EXPECT_EQ(file->model().sha256(), *common::Sha256OfFile(path));
   EXPECT_EQ(p.max_forward_microbatch(), 8u);
   EXPECT_EQ(p.max_backward_microbatch(), 8u);
+  EXPECT_GT(p.gemm_flop_per_s(), 0);
+  EXPECT_GE(p.gemm_threads(), 1u);
+  EXPECT_NE(ProfileSummary(*file).find("matrix multiply: "), std::string::npos);
   uint64_t params = 0;
   for (const proto::VLayerProfile& v : p.vlayers()) {
     params += v.parameter_bytes();
@@ -96,6 +99,20 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
   std::string summary = ProfileSummary(*file);
   EXPECT_NE(summary.find("fwd ms"), std::string::npos);
   EXPECT_NE(summary.find("h.1"), std::string::npos) << summary;
+}
+
+// The profile records the matrix multiply rate it ran at; a rate that shows
+// the reference BLAS gets a warning with the remedy.
+TEST(ProfilerTest, SlowMatrixMultipliesAreWarnedAbout) {
+  absl::StatusOr<double> rate = MeasureGemmRate(3);
+  ASSERT_TRUE(rate.ok()) << rate.status();
+  EXPECT_GT(*rate, 0);
+  const std::string slow = GemmWarning(6.7e9, 2);
+  EXPECT_NE(slow.find("6.7 GFLOP/s, below 20 GFLOP/s"), std::string::npos) << slow;
+  EXPECT_NE(slow.find("libopenblas0-openmp"), std::string::npos) << slow;
+  EXPECT_EQ(GemmWarning(100e9, 2), "");
+  EXPECT_NE(GemmWarning(30e9, 8), "");  // 80 GFLOP/s expected of 8 threads.
+  EXPECT_EQ(GemmWarning(0, 2), "");     // Not measured.
 }
 
 TEST(ProfilerTest, ProbingFindsTheLargestMicrobatchThatFits) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -48,6 +49,9 @@ absl::StatusOr<nlohmann::json> MeasureLinkBalance(const BenchOptions& o, double 
   out["emulated_link_bytes_per_s"] = rate / flop_per_byte;
   Log(absl::StrFormat("link balance: %.1f GFLOP/s, so the emulated link is %s", rate / 1e9,
                       common::FormatBandwidth(rate / flop_per_byte)));
+  const std::string slow = planner::GemmWarning(
+      rate, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (!slow.empty()) Log(slow);
   return out;
 }
 
