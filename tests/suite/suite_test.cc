@@ -12,6 +12,8 @@
 //     Bit-identical where the same sums run in the same order; otherwise
 //     within StepTolerance (a tied weight's uses are added on the host, vDP
 //     sums each device's microbatches first).
+//   - the plan the search makes for two devices (as harmony-plan would),
+//     trained and compared the same way;
 //   - the first loss on one device, bit for bit, at microbatch 1, 2 and 4
 //     (2 and 4 where BatchNorm cannot train on one sample).
 
@@ -33,6 +35,7 @@
 #include "executor/runtime/runtime.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "planner/plan/make_plan.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/cost_model.h"
@@ -369,6 +372,44 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
         }
       }
     }
+  }
+
+  // As harmony-plan plans it: the schedule searched (mode, packs, prefetch)
+  // for two devices of twice the memory the one-vLayer packs needed,
+  // microbatch 2.
+  {
+    const Planned packs = MakePlan(*profile, c, Mode::kVpp, 2, u);
+    planner::MakePlanOptions mo;
+    mo.num_devices = 2;
+    mo.device_memory = packs.cap * 2;
+    mo.minibatch = kMinibatch;
+    mo.microbatch = u;
+    // vDP at microbatch 2 reorders sums, which the BatchNorm convnets
+    // amplify (see SuiteModel::chaotic): they are planned as vPP.
+    if (m.chaotic) mo.mode = Mode::kVpp;
+    absl::StatusOr<planner::MadePlan> made = planner::MakePlan(*profile, mo);
+    ASSERT_TRUE(made.ok()) << m.name << ": " << made.status();
+    const proto::Plan& plan = made->plan;
+    const Mode mode = plan.config().mode() == proto::VDP ? Mode::kVdp : Mode::kVpp;
+    const std::string what = absl::StrCat(m.name, ", searched plan (",
+                                          mode == Mode::kVdp ? "vDP" : "vPP", ")");
+    SCOPED_TRACE(what + "\n" + planner::PlanSummary(plan));
+    const Reference ref = ReadReference(training_refs.at({u, false}));
+    absl::StatusOr<std::unique_ptr<executor::Runtime>> rt = executor::Runtime::Create(
+        plan, model, Options(2, mo.device_memory, kLearningRate));
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    ASSERT_TRUE((*rt)->SetData(*data).ok());
+    std::vector<double> losses;
+    for (int i = 0; i < kIterations; ++i) {
+      absl::StatusOr<executor::IterationMetrics> it = (*rt)->RunIteration();
+      ASSERT_TRUE(it.ok()) << it.status();
+      losses.push_back(it->loss);
+      for (uint64_t peak : it->device_peak_bytes) EXPECT_LE(peak, mo.device_memory);
+    }
+    const bool exact = !m.tied && mode == Mode::kVpp;
+    ExpectSameLosses(losses, ref.losses, exact, what);
+    ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, mode),
+                    what + ", after 3 iterations");
   }
 
   // The first loss, bit for bit, at the other microbatch sizes.
