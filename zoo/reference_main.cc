@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
        "weight decay")
       ("minibatch", po::value(&options.minibatch)->default_value(options.minibatch),
        "samples per step (0: all)")
+      ("microbatch", po::value(&options.microbatch)->default_value(options.microbatch),
+       "samples per forward/backward pass, losses scaled by their share and gradients "
+       "accumulated as Harmony does (0: the whole minibatch at once)")
       ("loss", po::value(&loss)->default_value(loss),
        "auto | cross-entropy | mse (auto: the model's scalar output, else by "
        "target type)")

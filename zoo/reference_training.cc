@@ -1,5 +1,6 @@
 #include "zoo/reference_training.h"
 
+#include <algorithm>
 #include <set>
 
 #include <torch/optim/sgd.h>
@@ -93,13 +94,24 @@ absl::StatusOr<std::vector<double>> TrainReference(
     std::vector<at::Tensor> inputs = Rows(data.inputs, begin, minibatch);
     std::vector<at::Tensor> targets = Rows(data.targets, begin, minibatch);
     sgd.zero_grad();
-    HARMONY_ASSIGN_OR_RETURN(at::Tensor loss,
-                             ComputeLoss(model, inputs, targets, options.loss, output.selector));
-    const double value = loss.item<double>();
-    HARMONY_RETURN_IF_ERROR(common::CallTorch("backward", [&] {
-      loss.backward();
-      sgd.step();
-    }));
+    // Each microbatch's loss scaled by its share of the minibatch, gradients
+    // accumulated, as Harmony's runtime does.
+    const int64_t microbatch = options.microbatch > 0 ? options.microbatch : minibatch;
+    double value = 0;
+    for (int64_t offset = 0; offset < minibatch; offset += microbatch) {
+      const int64_t size = std::min(microbatch, minibatch - offset);
+      std::vector<at::Tensor> xs, ys;
+      for (const at::Tensor& t : inputs) xs.push_back(t.narrow(0, offset, size));
+      for (const at::Tensor& t : targets) ys.push_back(t.narrow(0, offset, size));
+      HARMONY_ASSIGN_OR_RETURN(at::Tensor loss,
+                               ComputeLoss(model, xs, ys, options.loss, output.selector));
+      at::Tensor scaled = size == minibatch
+                              ? loss
+                              : loss * (static_cast<double>(size) / static_cast<double>(minibatch));
+      value += scaled.item<double>();
+      HARMONY_RETURN_IF_ERROR(common::CallTorch("backward", [&] { scaled.backward(); }));
+    }
+    HARMONY_RETURN_IF_ERROR(common::CallTorch("optimizer step", [&] { sgd.step(); }));
     losses.push_back(value);
     if (options.on_step) options.on_step(step, value);
   }

@@ -29,6 +29,10 @@ struct ReferenceTrainingOptions {
   double weight_decay = 0.0;
   // Samples per step, taken in order and wrapping around; 0: all of them.
   int64_t minibatch = 0;
+  // > 0: the step runs microbatches of this many samples, each loss scaled
+  // by its share of the minibatch, gradients accumulated (as Harmony does);
+  // the step's loss is the sum of the scaled losses. 0: one pass.
+  int64_t microbatch = 0;
   LossKind loss = LossKind::kAuto;
   // The element of forward's output to train on (common/model_output.h);
   // empty: the first scalar tensor, else the first tensor.

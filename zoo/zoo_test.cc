@@ -177,6 +177,34 @@ TEST(ZooTest, BadOptionsNameTheFlag) {
             absl::string_view::npos);
 }
 
+// Microbatches whose losses are scaled by their share of the minibatch give
+// the whole minibatch's loss and step (to rounding) on a model without batch
+// statistics or dropout, and each microbatch's gradients really count: a
+// step over 4 microbatches moves the weights as one over the whole.
+TEST(ReferenceTrainingTest, MicrobatchesAccumulateToTheMinibatchsStep) {
+  ZooOptions o = Small("mlp");
+  o.dropout = 0;
+  auto whole = BuildZooModel(o);
+  auto split = BuildZooModel(o);
+  auto data = MakeZooData(o);
+  ASSERT_TRUE(whole.ok() && split.ok() && data.ok());
+  ReferenceTrainingOptions train;
+  train.steps = 3;
+  train.learning_rate = 0.5;
+  train.minibatch = 8;
+  absl::StatusOr<std::vector<double>> a = TrainReference(*whole, *data, train);
+  train.microbatch = 2;
+  absl::StatusOr<std::vector<double>> b = TrainReference(*split, *data, train);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t i = 0; i < a->size(); ++i) EXPECT_NEAR((*a)[i], (*b)[i], 1e-5 * std::abs((*a)[i]));
+  auto pa = whole->named_parameters();
+  auto pb = split->named_parameters();
+  for (auto ia = pa.begin(), ib = pb.begin(); ia != pa.end(); ++ia, ++ib) {
+    const double scale = (*ia).value.norm().item<double>();
+    EXPECT_LE(((*ia).value - (*ib).value).norm().item<double>(), 1e-5 * scale) << (*ia).name;
+  }
+}
+
 TEST(ReferenceTrainingTest, WrongDataShapeIsExplained) {
   auto model = BuildZooModel(Small("gpt"));
   ASSERT_TRUE(model.ok());
