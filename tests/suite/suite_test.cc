@@ -105,10 +105,11 @@ struct Planned {
   uint64_t cap = 0;   // Per device.
 };
 
-// Packs of one vLayer; the devices' cap is the simulated
-// peak plus 30%: profiles here measure once, and the cost model still
-// under-estimates some backward peaks (shufflenet_v2's by ~22%; see the
-// README's open items).
+// Packs of one vLayer; the devices' cap is the simulated peak plus 30%:
+// profiles here measure once, and peaks depend on the intra-op thread count
+// (oneDNN's scratch buffers): a run on more threads than the profile's
+// needed 22% more for shufflenet_v2's backward before profile and runtime
+// used the same count.
 Planned MakePlan(const proto::ProfileFile& profile, const planner::CostModel& cost, Mode mode,
                  int devices, int microbatch) {
   const int layers = cost.num_layers();
