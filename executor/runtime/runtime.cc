@@ -208,12 +208,16 @@ struct Runtime::Impl {
 
   // Holds the emulated link for `bytes` in one direction (0: to devices,
   // 1: to the host).
-  void Link(int direction, uint64_t bytes) {
+  // Holds the caller until `bytes` have crossed the emulated link in
+  // `direction`, counting from `since` (when the caller's real copy began:
+  // the copy happens on the link, not before it) or from when the link is
+  // free, whichever is later.
+  void Link(int direction, uint64_t bytes, double since) {
     if (options.emulate_host_link <= 0 || bytes == 0) return;
     double end;
     {
       std::lock_guard<std::mutex> lock(link_mu);
-      const double start = std::max(Now(), link_free[direction]);
+      const double start = std::max(since, link_free[direction]);
       end = start + static_cast<double>(bytes) / options.emulate_host_link;
       link_free[direction] = end;
     }
@@ -365,7 +369,7 @@ struct Runtime::Impl {
         w->buffers.push_back(std::move(bs));
       }
     }, absl::StatusCode::kInternal));
-    Link(0, bytes);
+    Link(0, bytes, start);
     counts[kWeightsIn] += bytes;
     Trace(d, kSwapIn, absl::StrCat("weights in ", label), start);
     return w;
@@ -439,13 +443,14 @@ struct Runtime::Impl {
       uint64_t bytes = 0;
       const bool via_host = x.channel == Channel::kHost;
       if (via_host) {
+        const double copy_start = Now();  // The sender's values are here now.
         HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " inputs"), [&] {
           for (auto& [ref, v] : got) {
             bytes += BytesOf(v);
             v = Copy(v);
           }
         }, absl::StatusCode::kInternal));
-        Link(0, bytes);
+        Link(0, bytes, copy_start);
         counts[x.kind == TransferKind::kStashIn ? kStashIn : kActivationsIn] += bytes;
       }
       const bool from_backward = graph.tasks[x.peer_task].kind == TaskKind::kBackward;
@@ -465,7 +470,7 @@ struct Runtime::Impl {
         }
       }, absl::StatusCode::kInternal));
     }
-    Link(0, data_bytes + target_bytes);
+    Link(0, data_bytes + target_bytes, start);
     counts[kDataIn] += data_bytes;
     counts[kTargetsIn] += target_bytes;
     wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
@@ -507,7 +512,7 @@ struct Runtime::Impl {
         }
       }, absl::StatusCode::kInternal));
       if (x.channel == Channel::kHost) {
-        Link(1, bytes);
+        Link(1, bytes, start);
         counts[x.kind == TransferKind::kStashOut ? kStashOut : kActivationsOut] += bytes;
         Trace(d, kSwapOut, absl::StrCat(x.kind == TransferKind::kStashOut ? "stash out "
                                                                            : "activations out ",
@@ -785,7 +790,7 @@ struct Runtime::Impl {
       gradient_bytes += host[k]->flat_grads.nbytes();
     }
     if (t.fused_loss && planned > gradient_bytes) bytes += StoreBuffers(w);
-    Link(1, bytes);
+    Link(1, bytes, start);
     counts[kGradientsOut] += bytes;
     Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1),
           start);
@@ -856,7 +861,7 @@ struct Runtime::Impl {
           if (x.kind == TransferKind::kBuffersOut) {
             const double start = Now();
             const uint64_t bytes = StoreBuffers(*w);
-            Link(1, bytes);
+            Link(1, bytes, start);
             counts[kGradientsOut] += bytes;
             Trace(d, kSwapOut, absl::StrCat("buffers out task ", id), start);
           }
