@@ -249,6 +249,49 @@ double StepTolerance(bool exact, Mode mode) {
   return mode == Mode::kVdp ? 1e-4 : 1e-5;
 }
 
+// Trains `plan` for kIterations and compares with the PyTorch run `ref`:
+// each iteration's peaks under the cap and weights swapped in; after the
+// first, the step check and (vPP: a forward pass summed in the same order)
+// the loss bit for bit; after the last, the losses, the weights and, in vPP,
+// the buffers (vDP keeps device 0's BatchNorm statistics). `exact`: every
+// sum in PyTorch's order.
+void TrainAndCompare(const proto::Plan& plan, const std::string& model,
+                     const common::TrainingData& data, const executor::RuntimeOptions& options,
+                     const Reference& ref, const torch::jit::Module& initial, bool exact,
+                     Mode mode, const std::string& what) {
+  ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kIterations));
+  absl::StatusOr<std::unique_ptr<executor::Runtime>> rt =
+      executor::Runtime::Create(plan, model, options);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  ASSERT_TRUE((*rt)->SetData(data).ok());
+  std::vector<double> losses;
+  for (int i = 0; i < kIterations; ++i) {
+    absl::StatusOr<executor::IterationMetrics> it = (*rt)->RunIteration();
+    ASSERT_TRUE(it.ok()) << it.status();
+    losses.push_back(it->loss);
+    EXPECT_GT(it->bytes.weights_in, 0u);
+    for (uint64_t peak : it->device_peak_bytes) EXPECT_LE(peak, options.devices.capacity);
+    if (i == 0) {
+      ExpectSameSteps(**rt, ref.first_step, initial, StepTolerance(exact, mode),
+                      what + ", first step");
+      if (mode == Mode::kVpp) EXPECT_EQ(it->loss, ref.losses[0]);
+    }
+  }
+  ExpectSameLosses(losses, ref.losses, exact, what);
+  ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, mode),
+                  what + ", after 3 iterations");
+  if (mode != Mode::kVpp) return;
+  for (const auto& [name, want] : ref.buffers) {
+    absl::StatusOr<at::Tensor> got = (*rt)->HostTensor(name);
+    if (!got.ok()) continue;  // A buffer no vLayer reads.
+    if (exact || !at::isFloatingType(want.scalar_type())) {
+      EXPECT_TRUE(at::equal(*got, want)) << name;
+    } else {
+      EXPECT_LE(Relative(*got, want, want), 1e-5) << name;
+    }
+  }
+}
+
 class SuiteTest : public ::testing::TestWithParam<SuiteModel> {};
 
 TEST_P(SuiteTest, TrainsLikePyTorch) {
@@ -330,49 +373,13 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     if (4 * c.WeightBytes(0, c.num_layers()) > whole) {
       EXPECT_LT(p.peak, whole) << planner::PlanSummary(p.plan);
     }
-    absl::StatusOr<std::unique_ptr<executor::Runtime>> rt =
-        executor::Runtime::Create(p.plan, model,
-                                  Options(r.devices, p.cap,
-                                          r.adam ? kAdamLearningRate : kLearningRate, r.adam));
-    ASSERT_TRUE(rt.ok()) << rt.status();
-    ASSERT_TRUE((*rt)->SetData(*data).ok());
-    std::vector<double> losses;
-    for (int i = 0; i < kIterations; ++i) {
-      absl::StatusOr<executor::IterationMetrics> it = (*rt)->RunIteration();
-      ASSERT_TRUE(it.ok()) << it.status();
-      losses.push_back(it->loss);
-      EXPECT_GT(it->bytes.weights_in, 0u);
-      for (uint64_t peak : it->device_peak_bytes) EXPECT_LE(peak, p.cap);
-      // Bit-identical where every sum runs in PyTorch's order: vPP, and vDP
-      // with one microbatch per device (device 0's plus device 1's).
-      const bool exact = !m.tied && (r.mode == Mode::kVpp ||
-                                     r.microbatch * r.devices == kMinibatch);
-      if (i == 0) {
-        // The step check: each parameter's first update against PyTorch's.
-        ExpectSameSteps(**rt, ref.first_step, initial, StepTolerance(exact, r.mode),
-                        what + ", first step");
-        // The first loss is a forward pass: the same bits everywhere but
-        // vDP, whose devices sum their microbatches apart.
-        if (r.mode == Mode::kVpp) EXPECT_EQ(it->loss, ref.losses[0]);
-      }
-    }
+    // Bit-identical where every sum runs in PyTorch's order: vPP, and vDP
+    // with one microbatch per device (device 0's plus device 1's).
     const bool exact =
         !m.tied && (r.mode == Mode::kVpp || r.microbatch * r.devices == kMinibatch);
-    ExpectSameLosses(losses, ref.losses, exact, what);
-    ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, r.mode),
-                    what + ", after 3 iterations");
-    // Buffers (BatchNorm statistics): vDP keeps device 0's.
-    if (r.mode == Mode::kVpp) {
-      for (const auto& [name, want] : ref.buffers) {
-        absl::StatusOr<at::Tensor> got = (*rt)->HostTensor(name);
-        if (!got.ok()) continue;  // A buffer no vLayer reads.
-        if (exact || !at::isFloatingType(want.scalar_type())) {
-          EXPECT_TRUE(at::equal(*got, want)) << name;
-        } else {
-          EXPECT_LE(Relative(*got, want, want), 1e-5) << name;
-        }
-      }
-    }
+    TrainAndCompare(p.plan, model, *data,
+                    Options(r.devices, p.cap, r.adam ? kAdamLearningRate : kLearningRate, r.adam),
+                    ref, initial, exact, r.mode, what);
   }
 
   // As harmony-plan plans it: the schedule searched (mode, packs, prefetch)
@@ -396,21 +403,8 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
                                           mode == Mode::kVdp ? "vDP" : "vPP", ")");
     SCOPED_TRACE(what + "\n" + planner::PlanSummary(plan));
     const Reference ref = ReadReference(training_refs.at({u, false}));
-    absl::StatusOr<std::unique_ptr<executor::Runtime>> rt = executor::Runtime::Create(
-        plan, model, Options(2, mo.device_memory, kLearningRate));
-    ASSERT_TRUE(rt.ok()) << rt.status();
-    ASSERT_TRUE((*rt)->SetData(*data).ok());
-    std::vector<double> losses;
-    for (int i = 0; i < kIterations; ++i) {
-      absl::StatusOr<executor::IterationMetrics> it = (*rt)->RunIteration();
-      ASSERT_TRUE(it.ok()) << it.status();
-      losses.push_back(it->loss);
-      for (uint64_t peak : it->device_peak_bytes) EXPECT_LE(peak, mo.device_memory);
-    }
-    const bool exact = !m.tied && mode == Mode::kVpp;
-    ExpectSameLosses(losses, ref.losses, exact, what);
-    ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, mode),
-                    what + ", after 3 iterations");
+    TrainAndCompare(plan, model, *data, Options(2, mo.device_memory, kLearningRate), ref, initial,
+                    !m.tied && mode == Mode::kVpp, mode, what);
   }
 
   // The first loss, bit for bit, at the other microbatch sizes.
