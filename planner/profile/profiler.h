@@ -26,6 +26,7 @@
 #include "common/device_spec.h"
 #include "common/loss.h"
 #include "common/tensor_file.h"
+#include "planner/profile/machine.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::planner {
@@ -60,19 +61,6 @@ struct ProfilerOptions {
 // (InvalidArgument, showing forward's arguments and the sample's tensors);
 // even one sample does not fit a device (ResourceExhausted, with the peak
 // and the capacity); CUDA asked of a build without it (FailedPrecondition).
-// The rate of an fp32 1024^3 matrix multiply on LibTorch's current
-// intra-op threads, in FLOP/s (median of `repeats`, at least 3).
-absl::StatusOr<double> MeasureGemmRate(int repeats);
-
-// Below this many FLOP/s per pair of hardware threads, LibTorch runs on a
-// slow BLAS (Debian's reference BLAS: ~7 GFLOP/s; OpenBLAS: ~100 per
-// thread here).
-inline constexpr double kSlowGemmPerCorePair = 20e9;
-
-// A warning line with the remedy when `flop_per_s` is below
-// kSlowGemmPerCorePair per pair of `host_threads`; empty otherwise.
-std::string GemmWarning(double flop_per_s, int host_threads);
-
 absl::StatusOr<proto::ProfileFile> ProfileModel(
     const std::string& model_path, const common::TrainingData& sample,
     const ProfilerOptions& options);

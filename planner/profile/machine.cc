@@ -1,0 +1,145 @@
+#include "planner/profile/machine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/device_memory.h"
+#include "common/torch_status.h"
+
+namespace harmony::planner {
+namespace machine {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace machine
+
+using common::DeviceMemory;
+using common::DeviceMemoryScope;
+using machine::Median;
+using machine::Now;
+
+absl::StatusOr<proto::Bandwidths> MeasureBandwidths(const common::DeviceSpec& spec, int repeats) {
+  const int64_t elements =
+      static_cast<int64_t>(std::min<uint64_t>(64ull << 20, spec.capacity / 4) / 4);
+  proto::Bandwidths bw;
+  if (elements < 1024) return bw;
+  const double bytes = static_cast<double>(elements) * 4;
+  return common::CallTorch("measuring copy bandwidth", [&] {
+    std::vector<std::unique_ptr<DeviceMemory>> devices;
+    std::vector<at::Tensor> host, device;
+    for (int i = 0; i < std::max(spec.count, 1); ++i) {
+      devices.push_back(std::make_unique<DeviceMemory>(absl::StrCat("cpu:", i),
+                                                       spec.capacity));
+      host.push_back(at::rand({elements}));
+      DeviceMemoryScope scope(devices.back().get());
+      device.push_back(at::empty({elements}));
+    }
+    auto time = [&](const std::function<void()>& fn) {
+      fn();
+      std::vector<double> t;
+      for (int r = 0; r < std::max(repeats, 1); ++r) {
+        const double start = Now();
+        fn();
+        t.push_back(Now() - start);
+      }
+      return Median(t);
+    };
+    bw.set_host_to_device_bytes_per_s(bytes / time([&] { device[0].copy_(host[0]); }));
+    bw.set_device_to_host_bytes_per_s(bytes / time([&] { host[0].copy_(device[0]); }));
+    // All devices at once, each copying from a thread of its own that lives
+    // across the measurements, as the runtime's device threads do. (A fresh
+    // thread per copy timed the start of its OpenMP team too: 0.4-0.8 GB/s
+    // "for all devices" against 60 GB/s for one.)
+    const size_t n = device.size();
+    std::mutex mu;
+    std::condition_variable cv;
+    int round = 0;
+    size_t done = 0;
+    bool stop = false;
+    std::vector<std::thread> copiers;
+    for (size_t i = 0; i < n; ++i) {
+      copiers.emplace_back([&, i] {
+        int seen = 0;
+        while (true) {
+          {
+            std::unique_lock<std::mutex> lock(mu);
+            cv.wait(lock, [&] { return stop || round != seen; });
+            if (stop) return;
+            seen = round;
+          }
+          device[i].copy_(host[i]);
+          std::lock_guard<std::mutex> lock(mu);
+          if (++done == n) cv.notify_all();
+        }
+      });
+    }
+    const double all = time([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      done = 0;
+      ++round;
+      cv.notify_all();
+      cv.wait(lock, [&] { return done == n; });
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (std::thread& t : copiers) t.join();
+    bw.set_host_link_all_devices_bytes_per_s(bytes * n / all);
+    if (n > 1) {
+      bw.set_peer_bytes_per_s(bytes / time([&] { device[1].copy_(device[0]); }));
+    }
+    return bw;
+  });
+}
+
+absl::StatusOr<double> MeasureGemmRate(int repeats) {
+  constexpr int64_t kN = 1024;
+  return common::CallTorch("measuring the matrix multiply rate", [&] {
+    at::Tensor a = at::randn({kN, kN});
+    at::Tensor b = at::randn({kN, kN});
+    at::Tensor c = at::empty({kN, kN});
+    at::mm_out(c, a, b);  // Warm-up.
+    std::vector<double> times;
+    for (int r = 0; r < std::max(repeats, 3); ++r) {
+      const double start = Now();
+      at::mm_out(c, a, b);
+      times.push_back(Now() - start);
+    }
+    return 2.0 * kN * kN * kN / Median(times);
+  });
+}
+
+std::string GemmWarning(double flop_per_s, int host_threads) {
+  const double floor = kSlowGemmPerCorePair * std::max(1, host_threads / 2);
+  if (flop_per_s <= 0 || flop_per_s >= floor) return "";
+  return absl::StrFormat(
+      "warning: matrix multiplies run at %.1f GFLOP/s, below %.0f GFLOP/s (%.0f per pair of "
+      "this machine's %d hardware threads): LibTorch's libblas.so.3 is likely the reference "
+      "BLAS. Install libopenblas0-openmp (scripts/setup.sh does; Debian's alternatives then "
+      "point libblas.so.3 at it) and profile again: times measured on a slow BLAS make the "
+      "plan's estimates wrong.\n",
+      flop_per_s / 1e9, floor / 1e9, kSlowGemmPerCorePair / 1e9, host_threads);
+}
+
+}  // namespace harmony::planner
