@@ -509,8 +509,10 @@ int Plan(const std::vector<std::string>& args) {
   for (size_t d = 0; d < result.sim.busy.size(); ++d) {
     const auto& busy = result.sim.busy[d];
     std::cout << absl::StrFormat(
-        "  device %d busy: compute %.1f%%, swap-in %.1f%%, swap-out %.1f%%, peer %.1f%%\n", d,
-        100 * busy[harmony::planner::kCompute] / result.sim.iteration_s,
+        "  device %d busy: compute %.1f%%, weights-in %.1f%%, swap-in %.1f%%, swap-out %.1f%%, "
+        "peer %.1f%%\n",
+        d, 100 * busy[harmony::planner::kCompute] / result.sim.iteration_s,
+        100 * busy[harmony::planner::kWeightsIn] / result.sim.iteration_s,
         100 * busy[harmony::planner::kSwapIn] / result.sim.iteration_s,
         100 * busy[harmony::planner::kSwapOut] / result.sim.iteration_s,
         100 * busy[harmony::planner::kPeer] / result.sim.iteration_s);

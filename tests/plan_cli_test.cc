@@ -88,7 +88,7 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
   const std::string plan = absl::StrCat(
       kPlan, " ", Tmp("p.pt"), " --profile ", Tmp("p.json"),
-      " --gpus 2 --device-memory 300KiB --minibatch 16 --trace ", Tmp("t.json"), " -o ");
+      " --gpus 2 --device-memory 400KiB --minibatch 16 --trace ", Tmp("t.json"), " -o ");
   auto first = RunCommand(plan + Tmp("a.pb") + " --json " + Tmp("a.json"));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("searched "), std::string::npos) << first.output;
@@ -102,7 +102,7 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_EQ(read->model().sha256(), *common::Sha256OfFile(Tmp("p.pt")));
   EXPECT_EQ(read->config().num_devices(), 2u);
   EXPECT_GT(read->devices(0).tasks_size(), 0);
-  for (uint64_t peak : read->estimates().device_peak_bytes()) EXPECT_LE(peak, 300u * 1024);
+  for (uint64_t peak : read->estimates().device_peak_bytes()) EXPECT_LE(peak, 400u * 1024);
   EXPECT_TRUE(common::ReadPlanFile(Tmp("a.json")).ok());
   EXPECT_GT(common::ReadFileToString(Tmp("t.json"))->size(), 100u);
 

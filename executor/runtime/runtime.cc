@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
+#include "executor/runtime/stream.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan/plan_builder.h"
 
@@ -88,7 +89,7 @@ uint64_t AvailableHostMemory() {
 }
 
 // The trace's streams, as the simulator numbers them.
-enum TraceStream { kSwapIn = 0, kSwapOut = 1, kCompute = 2, kPeer = 3 };
+enum TraceStream { kSwapIn = 0, kSwapOut = 1, kCompute = 2, kPeer = 3, kWeightsIn = 4 };
 
 struct TraceEvent {
   int device;  // -1: the host.
@@ -134,6 +135,9 @@ struct Piece {
 struct Device {
   int index = 0;
   std::unique_ptr<DeviceMemory> memory;
+  // Beside the compute thread: swapping weights in, copying inputs in from
+  // the host, copying outputs and gradients out to it.
+  std::unique_ptr<Stream> weights, copy_in, copy_out;
 };
 
 }  // namespace
@@ -371,7 +375,7 @@ struct Runtime::Impl {
     }, absl::StatusCode::kInternal));
     Link(0, bytes, start);
     counts[kWeightsIn] += bytes;
-    Trace(d, kSwapIn, absl::StrCat("weights in ", label), start);
+    Trace(d, kWeightsIn, absl::StrCat("weights in ", label), start);
     return w;
   }
 
@@ -416,42 +420,125 @@ struct Runtime::Impl {
     return in;
   }
 
-  // Receives everything task `t` reads for one microbatch: its ACTIVATIONS_IN
-  // and STASH_IN (into `values`, keyed by tensor) and the data it reads.
+  // --- Inputs and outputs of a microbatch.
+  //
+  // What crosses the host link runs on the device's copy streams, beside
+  // its compute (DESIGN.md §6): a task's inputs from the host (data,
+  // targets, activations and stashes sent through the host) are copied in
+  // on the copy-in stream, all of the task's microbatches in order, from
+  // when the device starts the task; what it sends through the host, and
+  // its gradients, are copied out on the copy-out stream, the device
+  // tensors counting against the device until their copy has finished.
+  // Values that stay on the device (LOCAL) or go to another device (PEER)
+  // are handed over by the compute thread itself.
+
+  // One microbatch's inputs from the host, on the device: by the index of
+  // their transfer in the task, and the data (forward's arguments and the
+  // loss's targets).
+  struct HostInputs {
+    std::map<size_t, std::map<Ref, c10::IValue>> by_transfer;
+    std::map<Ref, c10::IValue> data;
+  };
+  using HostInputsResult = absl::StatusOr<HostInputs>;
+
+  static bool IsInput(const Transfer& x) {
+    return x.kind == TransferKind::kActivationsIn || x.kind == TransferKind::kStashIn;
+  }
+  static bool IsOutput(const Transfer& x) {
+    return x.kind == TransferKind::kActivationsOut || x.kind == TransferKind::kStashOut;
+  }
+
+  // Runs on the copy-in stream of device `d`.
+  HostInputsResult CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb) {
+    HostInputs in;
+    DeviceMemoryScope scope(devices[d].memory.get(),
+                            absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
+    const double start = Now();
+    uint64_t data_bytes = 0, target_bytes = 0;
+    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
+      for (const Ref& r : data_routes.at(t.id)) {
+        at::Tensor host_rows = batch_inputs.at(r.second).narrow(0, mb.offset, mb.size);
+        in.data[r] = host_rows.clone();
+        data_bytes += host_rows.nbytes();
+      }
+      if (t.fused_loss && !takes_targets) {
+        for (size_t i = 0; i < batch_targets.size(); ++i) {
+          at::Tensor rows = batch_targets[i].narrow(0, mb.offset, mb.size);
+          in.data[{-2, static_cast<int>(i)}] = rows.clone();
+          target_bytes += rows.nbytes();
+        }
+      }
+    }, absl::StatusCode::kInternal));
+    Link(0, data_bytes + target_bytes, start);
+    counts[kDataIn] += data_bytes;
+    counts[kTargetsIn] += target_bytes;
+    if (data_bytes + target_bytes > 0) {
+      Trace(d, kSwapIn, absl::StrCat("data in task ", t.id, " #", mb.index), start);
+    }
+    for (size_t i = 0; i < t.transfers.size(); ++i) {
+      const Transfer& x = t.transfers[i];
+      if (x.microbatch != mb.index || !IsInput(x) || x.channel != Channel::kHost) continue;
+      const TransferKind sent = x.kind == TransferKind::kStashIn ? TransferKind::kStashOut
+                                                                 : TransferKind::kActivationsOut;
+      HARMONY_ASSIGN_OR_RETURN(auto got, Receive(t.id, x.peer_task, sent, mb.offset, mb.size));
+      const double copy_start = Now();  // The sender's values are on the host now.
+      uint64_t bytes = 0;
+      HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " inputs"), [&] {
+        for (auto& [ref, v] : got) {
+          bytes += BytesOf(v);
+          v = Copy(v);
+        }
+      }, absl::StatusCode::kInternal));
+      Link(0, bytes, copy_start);
+      counts[x.kind == TransferKind::kStashIn ? kStashIn : kActivationsIn] += bytes;
+      Trace(d, kSwapIn, absl::StrCat(x.kind == TransferKind::kStashIn ? "stash in " : "activations in ",
+                                     t.id, " #", mb.index),
+            copy_start);
+      in.by_transfer[i] = std::move(got);
+    }
+    return in;
+  }
+
+  // Starts copying one microbatch's host inputs in on device `d`'s copy-in
+  // stream.
+  std::future<HostInputsResult> PostInputs(const Task& t, int d, const planner::Microbatch& mb) {
+    auto promise = std::make_shared<std::promise<HostInputsResult>>();
+    std::future<HostInputsResult> result = promise->get_future();
+    devices[d].copy_in->Post([this, &t, d, mb, promise] {
+      HostInputsResult r = absl::InternalError("copy-in stopped");
+      try {
+        r = CopyInputsIn(t, d, mb);
+      } catch (const std::exception& e) {
+        r = absl::InternalError(absl::StrCat("task ", t.id, " inputs: ", e.what()));
+      }
+      promise->set_value(std::move(r));
+    });
+    return result;
+  }
+
+  // Everything task `t` reads for one microbatch, into `values` (keyed by
+  // tensor): the host inputs `host` brings, and what other tasks left on
+  // this device or sent from another. Gradients a backward task receives
+  // from later backward tasks go to `gradients`, in the order of the task's
+  // transfers.
   absl::Status ReceiveInputs(const Task& t, int d, const planner::Microbatch& mb,
+                             std::future<HostInputsResult>& host,
                              std::map<Ref, c10::IValue>& values,
                              std::vector<std::map<Ref, c10::IValue>>* gradients) {
     const double start = Now();
-    DeviceMemoryScope scope(devices[d].memory.get(),
-                            absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
-    // Data: forward's arguments the pack reads, and the targets.
-    const std::vector<Ref>& data_refs = data_routes.at(t.id);
-    uint64_t data_bytes = 0;
-    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
-      for (const Ref& r : data_refs) {
-        at::Tensor host_rows = batch_inputs.at(r.second).narrow(0, mb.offset, mb.size);
-        values[r] = host_rows.clone();
-        data_bytes += host_rows.nbytes();
-      }
-    }, absl::StatusCode::kInternal));
-    for (const Transfer& x : t.transfers) {
-      if (x.microbatch != mb.index) continue;
-      if (x.kind != TransferKind::kActivationsIn && x.kind != TransferKind::kStashIn) continue;
-      TransferKind sent = x.kind == TransferKind::kStashIn ? TransferKind::kStashOut
-                                                           : TransferKind::kActivationsOut;
-      HARMONY_ASSIGN_OR_RETURN(auto got, Receive(t.id, x.peer_task, sent, mb.offset, mb.size));
-      uint64_t bytes = 0;
-      const bool via_host = x.channel == Channel::kHost;
-      if (via_host) {
-        const double copy_start = Now();  // The sender's values are here now.
-        HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " inputs"), [&] {
-          for (auto& [ref, v] : got) {
-            bytes += BytesOf(v);
-            v = Copy(v);
-          }
-        }, absl::StatusCode::kInternal));
-        Link(0, bytes, copy_start);
-        counts[x.kind == TransferKind::kStashIn ? kStashIn : kActivationsIn] += bytes;
+    HARMONY_ASSIGN_OR_RETURN(HostInputs in, host.get());
+    for (auto& [ref, v] : in.data) values[ref] = std::move(v);
+    for (size_t i = 0; i < t.transfers.size(); ++i) {
+      const Transfer& x = t.transfers[i];
+      if (x.microbatch != mb.index || !IsInput(x)) continue;
+      std::map<Ref, c10::IValue> got;
+      if (x.channel == Channel::kHost) {
+        got = std::move(in.by_transfer[i]);
+      } else {
+        const TransferKind sent = x.kind == TransferKind::kStashIn
+                                      ? TransferKind::kStashOut
+                                      : TransferKind::kActivationsOut;
+        HARMONY_ASSIGN_OR_RETURN(got, Receive(t.id, x.peer_task, sent, mb.offset, mb.size));
       }
       const bool from_backward = graph.tasks[x.peer_task].kind == TaskKind::kBackward;
       if (t.kind == TaskKind::kBackward && from_backward) {
@@ -460,32 +547,25 @@ struct Runtime::Impl {
         for (auto& [ref, v] : got) values[ref] = std::move(v);
       }
     }
-    uint64_t target_bytes = 0;
-    if (t.fused_loss && !takes_targets) {
-      HARMONY_RETURN_IF_ERROR(CallTorch("targets", [&] {
-        for (size_t i = 0; i < batch_targets.size(); ++i) {
-          at::Tensor rows = batch_targets[i].narrow(0, mb.offset, mb.size);
-          values[{-2, static_cast<int>(i)}] = rows.clone();
-          target_bytes += rows.nbytes();
-        }
-      }, absl::StatusCode::kInternal));
-    }
-    Link(0, data_bytes + target_bytes, start);
-    counts[kDataIn] += data_bytes;
-    counts[kTargetsIn] += target_bytes;
     wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
-    Trace(d, kSwapIn, absl::StrCat("inputs task ", t.id, " #", mb.index), start);
     return absl::OkStatus();
   }
 
   // Sends the values of one microbatch along the task's ACTIVATIONS_OUT and
   // STASH_OUT transfers. For a backward task, `values` holds the gradients
-  // of its inputs.
+  // of its inputs. LOCAL and PEER sends are done when this returns; HOST
+  // sends are posted on the copy-out stream, which keeps the device tensors
+  // until they are on the host and then delivers them.
   absl::Status SendOutputs(const Task& t, int d, const planner::Microbatch& mb,
                            const std::map<Ref, c10::IValue>& values) {
+    struct HostSend {
+      int to;
+      TransferKind kind;
+      Piece piece;  // Device tensors until copied.
+    };
+    std::vector<HostSend> host_sends;
     for (const Transfer& x : t.transfers) {
-      if (x.microbatch != mb.index) continue;
-      if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
+      if (x.microbatch != mb.index || !IsOutput(x)) continue;
       const Task& to = graph.tasks[x.peer_task];
       const double start = Now();
       const std::vector<Ref>& refs = routes.at({t.id, x.peer_task, static_cast<int>(x.kind)});
@@ -494,11 +574,9 @@ struct Runtime::Impl {
       piece.size = mb.size;
       uint64_t bytes = 0;
       HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " sending"), [&] {
-        DeviceMemory* target = x.channel == Channel::kPeer
-                                   ? devices[to.device].memory.get()
-                                   : (x.channel == Channel::kLocal ? devices[d].memory.get()
-                                                                   : nullptr);
-        DeviceMemoryScope scope(target, absl::StrCat("receiving from task ", t.id));
+        DeviceMemoryScope scope(x.channel == Channel::kPeer ? devices[to.device].memory.get()
+                                                            : nullptr,
+                                absl::StrCat("receiving from task ", t.id));
         for (const Ref& r : refs) {
           auto it = values.find(r);
           if (it == values.end()) {
@@ -508,32 +586,56 @@ struct Runtime::Impl {
                 " to send to task ", to.id));
           }
           bytes += BytesOf(it->second);
-          piece.values[r] = x.channel == Channel::kLocal ? it->second : Copy(it->second);
+          piece.values[r] = x.channel == Channel::kPeer ? Copy(it->second) : it->second;
         }
       }, absl::StatusCode::kInternal));
       if (x.channel == Channel::kHost) {
-        Link(1, bytes, start);
-        counts[x.kind == TransferKind::kStashOut ? kStashOut : kActivationsOut] += bytes;
-        Trace(d, kSwapOut, absl::StrCat(x.kind == TransferKind::kStashOut ? "stash out "
-                                                                           : "activations out ",
-                                        t.id, " #", mb.index),
-              start);
-      } else if (x.channel == Channel::kPeer) {
+        host_sends.push_back({to.id, x.kind, std::move(piece)});
+        continue;
+      }
+      if (x.channel == Channel::kPeer) {
         counts[kPeerBytes] += bytes;
         Trace(d, kPeer, absl::StrCat("to device ", to.device, " #", mb.index), start);
       }
       Post(to.id, t.id, x.kind, std::move(piece));
     }
+    if (host_sends.empty()) return absl::OkStatus();
+    devices[d].copy_out->Post([this, d, from = t.id, index = mb.index,
+                               sends = std::move(host_sends)]() mutable {
+      for (HostSend& s : sends) {
+        const double start = Now();
+        uint64_t bytes = 0;
+        std::map<Ref, c10::IValue> on_host;
+        absl::Status copied = CallTorch(absl::StrCat("task ", from, " sending"), [&] {
+          DeviceMemoryScope none(nullptr);
+          for (const auto& [ref, v] : s.piece.values) {
+            bytes += BytesOf(v);
+            on_host[ref] = Copy(v);
+          }
+        }, absl::StatusCode::kInternal);
+        if (!copied.ok()) return Fail(copied);
+        Link(1, bytes, start);
+        s.piece.values = std::move(on_host);  // The device's copies are released now.
+        counts[s.kind == TransferKind::kStashOut ? kStashOut : kActivationsOut] += bytes;
+        Trace(d, kSwapOut, absl::StrCat(s.kind == TransferKind::kStashOut ? "stash out "
+                                                                          : "activations out ",
+                                        from, " #", index),
+              start);
+        Post(s.to, from, s.kind, std::move(s.piece));
+      }
+    });
     return absl::OkStatus();
   }
 
   // --- Tasks.
 
-  absl::Status Forward(const Task& t, int d, DeviceWeights& w) {
+  absl::Status Forward(const Task& t, int d, DeviceWeights& w,
+                       std::vector<std::future<HostInputsResult>>& inputs) {
     c10::NoGradGuard no_grad;
-    for (const planner::Microbatch& mb : t.microbatches) {
+    for (size_t m = 0; m < t.microbatches.size(); ++m) {
+      const planner::Microbatch& mb = t.microbatches[m];
       std::map<Ref, c10::IValue> values;
-      HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, values, nullptr));
+      HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
       const double start = Now();
       // What leaves the task; everything else is dropped after its last
       // reader in the pack.
@@ -575,15 +677,17 @@ struct Runtime::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status Backward(const Task& t, int d, DeviceWeights& w) {
+  absl::Status Backward(const Task& t, int d, DeviceWeights& w,
+                        std::vector<std::future<HostInputsResult>>& inputs) {
     // Gradients accumulate over the task's microbatches from zero.
     for (auto& ps : w.params) {
       for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
     }
-    for (const planner::Microbatch& mb : t.microbatches) {
+    for (size_t m = 0; m < t.microbatches.size(); ++m) {
+      const planner::Microbatch& mb = t.microbatches[m];
       std::map<Ref, c10::IValue> values;
       std::vector<std::map<Ref, c10::IValue>> incoming;
-      HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, values, &incoming));
+      HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming));
       const double start = Now();
       std::map<Ref, c10::IValue> input_grads;
       {
@@ -761,27 +865,9 @@ struct Runtime::Impl {
       }
     }
     if (!out) return absl::OkStatus();
-    const double start = Now();
-    uint64_t bytes = 0;
-    HARMONY_RETURN_IF_ERROR(CallTorch("gradients out", [&] {
-      DeviceMemoryScope none(nullptr);
-      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-        HostLayer& h = *host[k];
-        const auto& gs = grads[k - t.vlayers.begin];
-        std::lock_guard<std::mutex> lock(h.mu);
-        for (size_t j = 0; j < gs.size(); ++j) {
-          if (h.grads_in) {
-            h.grads[j].add_(gs[j]);
-          } else {
-            h.grads[j].copy_(gs[j]);
-          }
-          bytes += gs[j].nbytes();
-        }
-        h.grads_in = true;
-      }
-    }, absl::StatusCode::kInternal));
     // The plan sends a fused forward's updated buffers with the gradients
-    // when this device keeps the statistics (its bytes say so).
+    // when this device keeps the statistics (its bytes say so); they are
+    // small and copied now.
     uint64_t planned = 0, gradient_bytes = 0;
     for (const Transfer& x : t.transfers) {
       if (x.kind == TransferKind::kGradientsOut) planned += x.bytes;
@@ -789,15 +875,53 @@ struct Runtime::Impl {
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
       gradient_bytes += host[k]->flat_grads.nbytes();
     }
-    if (t.fused_loss && planned > gradient_bytes) bytes += StoreBuffers(w);
-    Link(1, bytes, start);
-    counts[kGradientsOut] += bytes;
-    Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1),
-          start);
+    const uint64_t buffer_bytes = t.fused_loss && planned > gradient_bytes ? StoreBuffers(w) : 0;
+    // The gradients go to the host on the copy-out stream, which holds them
+    // on the device until they are there.
+    devices[d].copy_out->Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
+      const double start = Now();
+      uint64_t bytes = buffer_bytes;
+      absl::Status copied = CallTorch("gradients out", [&] {
+        DeviceMemoryScope none(nullptr);
+        for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+          HostLayer& h = *host[k];
+          const auto& gs = grads[k - t.vlayers.begin];
+          std::lock_guard<std::mutex> lock(h.mu);
+          for (size_t j = 0; j < gs.size(); ++j) {
+            if (h.grads_in) {
+              h.grads[j].add_(gs[j]);
+            } else {
+              h.grads[j].copy_(gs[j]);
+            }
+            bytes += gs[j].nbytes();
+          }
+          h.grads_in = true;
+        }
+      }, absl::StatusCode::kInternal);
+      if (!copied.ok()) return Fail(copied);
+      Link(1, bytes, start);
+      counts[kGradientsOut] += bytes;
+      Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1),
+            start);
+    });
     return absl::OkStatus();
   }
 
+  // Starts swapping weights in on device `d`'s weights stream.
+  std::future<WeightsResult> PostWeights(int d, PackRange range, std::string label) {
+    auto promise = std::make_shared<std::promise<WeightsResult>>();
+    std::future<WeightsResult> result = promise->get_future();
+    devices[d].weights->Post([this, d, range, label = std::move(label), promise] {
+      promise->set_value(LoadWeights(d, range, label));
+    });
+    return result;
+  }
+
+  // Device `d`'s compute thread: its tasks in order. A task starts once the
+  // previous one has computed (and, in vDP, reduced); what the previous one
+  // copies out may still be on its way.
   absl::Status RunDevice(int d) {
+    Device& dev = devices[d];
     std::vector<int> list = graph.DeviceTasks(d);
     std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
     std::map<int, std::future<WeightsResult>> prefetched;
@@ -815,65 +939,69 @@ struct Runtime::Impl {
       const std::string label = absl::StrCat("task ", id, " (", planner::TaskKindName(t.kind),
                                              " of vLayers ", t.vlayers.begin, "-",
                                              t.vlayers.end - 1, ")");
+      // Inputs from the host: copied in from now on, while the weights come.
+      std::vector<std::future<HostInputsResult>> inputs;
+      for (const planner::Microbatch& mb : t.microbatches) inputs.push_back(PostInputs(t, d, mb));
       // Weights: kept, prefetched, or swapped in now.
       std::shared_ptr<DeviceWeights> w;
       const double wait_start = Now();
+      WeightsResult r = absl::InternalError("no weights");
       if (kept && kept->range == t.vlayers) {
-        w = std::move(kept);
+        r = std::move(kept);
       } else if (auto it = prefetched.find(id); it != prefetched.end()) {
-        WeightsResult r = it->second.get();
+        r = it->second.get();
         prefetched.erase(it);
-        if (!r.ok()) {
-          status = r.status();
-          break;
-        }
-        w = *std::move(r);
       } else {
-        WeightsResult r = LoadWeights(d, t.vlayers, label);
-        if (!r.ok()) {
-          status = r.status();
-          break;
-        }
-        w = *std::move(r);
+        r = PostWeights(d, t.vlayers, label).get();
       }
       kept.reset();
+      if (!r.ok()) {
+        status = r.status();
+        break;
+      }
+      w = *std::move(r);
       wait_ns += static_cast<int64_t>((Now() - wait_start) * 1e9);
       // Prefetch the next task's weights during this one.
       for (const Transfer& x : t.transfers) {
         if (x.kind != TransferKind::kPrefetchWeights) continue;
         const Task& next = graph.tasks[x.peer_task];
-        const std::string next_label = absl::StrCat("task ", next.id);
-        prefetched[next.id] = std::async(std::launch::async, [this, d, range = next.vlayers,
-                                                              next_label] {
-          return LoadWeights(d, range, next_label);
-        });
+        prefetched[next.id] = PostWeights(d, next.vlayers, absl::StrCat("task ", next.id));
       }
       // Exceptions stop here: a plan that does not fit the model (a value
       // a vLayer needs and nobody sent) must not take the process down.
       try {
-        status = t.kind == TaskKind::kForward ? Forward(t, d, *w) : Backward(t, d, *w);
+        status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs)
+                                              : Backward(t, d, *w, inputs);
         if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
       } catch (const std::exception& e) {
         status = absl::InternalError(absl::StrCat(label, ": ", e.what()));
       }
-      if (status.ok()) {
-        for (const Transfer& x : t.transfers) {
-          if (x.kind == TransferKind::kBuffersOut) {
+      if (!status.ok()) break;
+      for (const Transfer& x : t.transfers) {
+        if (x.kind == TransferKind::kBuffersOut) {
+          // Small: copied now; the link time is spent on the copy-out stream.
+          const uint64_t bytes = StoreBuffers(*w);
+          dev.copy_out->Post([this, d, id, bytes] {
             const double start = Now();
-            const uint64_t bytes = StoreBuffers(*w);
             Link(1, bytes, start);
             counts[kGradientsOut] += bytes;
             Trace(d, kSwapOut, absl::StrCat("buffers out task ", id), start);
-          }
-          if (x.kind == TransferKind::kKeepResident) kept = w;
+          });
         }
+        if (x.kind == TransferKind::kKeepResident) kept = w;
       }
-      if (!status.ok()) break;
-      std::lock_guard<std::mutex> lock(mu);
-      done[id] = true;
-      cv.notify_all();
+      // The task is done when what it copies out has arrived.
+      dev.copy_out->Post([this, id] {
+        std::lock_guard<std::mutex> lock(mu);
+        done[id] = true;
+        cv.notify_all();
+      });
     }
-    for (auto& [id, f] : prefetched) f.wait();
+    // Copies still queued for a failed iteration stop at the error.
+    if (!status.ok()) Fail(status);
+    dev.copy_in->Drain();
+    dev.weights->Drain();
+    dev.copy_out->Drain();
     return status;
   }
 
@@ -1009,6 +1137,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     Device dev;
     dev.index = d;
     dev.memory = std::make_unique<DeviceMemory>(absl::StrCat("cpu:", d), options.devices.capacity);
+    dev.weights = std::make_unique<Stream>();
+    dev.copy_in = std::make_unique<Stream>();
+    dev.copy_out = std::make_unique<Stream>();
     impl->devices.push_back(std::move(dev));
   }
 
@@ -1315,12 +1446,12 @@ absl::Status Runtime::SaveModel(const std::string& path) {
 std::string Runtime::ChromeTrace() const {
   const Impl& m = *impl_;
   nlohmann::json events = nlohmann::json::array();
-  const char* names[] = {"swap-in", "swap-out", "compute", "peer"};
+  const char* names[] = {"swap-in", "swap-out", "compute", "peer", "weights-in"};
   for (int d = -1; d < static_cast<int>(m.devices.size()); ++d) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", d + 1},
                       {"args", {{"name", d < 0 ? "host (CPU optimizer)"
                                                : absl::StrCat("device ", d)}}}});
-    for (int s = 0; s < 4; ++s) {
+    for (int s = 0; s < 5; ++s) {
       if (d < 0 && s != kCompute) continue;
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", d + 1}, {"tid", s},
                         {"args", {{"name", d < 0 ? "optimizer" : names[s]}}}});

@@ -174,7 +174,7 @@ class Sim {
           // Not prefetched: after the previous task.
           deps = end_ops_[device_tasks_[d][position - 1]];
         }
-        weight_op_[t.id] = Add(d, kSwapIn, kToDevice, w->bytes / to_device_bw_, deps,
+        weight_op_[t.id] = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
                                absl::StrCat("weights in ", label));
         const int during = w->peer_task >= 0 ? first_compute_[w->peer_task] : -1;
         holds_.push_back({d, w->bytes, weight_op_[t.id], -(t.id + 1), during});
@@ -301,15 +301,17 @@ class Sim {
             }
             sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
             out_bytes += x->bytes;
-            end_ops_[t.id].push_back(op);
+            // The compute thread copies to a peer itself; what goes to the
+            // host leaves on the copy-out stream while the device goes on.
+            if (x->channel == Channel::kPeer) end_ops_[t.id].push_back(op);
             last_out = op;
           }
         }
         if (out_bytes > 0) holds_.push_back({d, out_bytes, compute, last_out});
       }
       for (const Transfer* x : Find(t, TransferKind::kBuffersOut, -1)) {
-        end_ops_[t.id].push_back(Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_,
-                                     {last_compute}, absl::StrCat("buffers out ", label)));
+        Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {last_compute},
+            absl::StrCat("buffers out ", label));
       }
       if (t.kind != TaskKind::kBackward) continue;
       const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
@@ -336,7 +338,6 @@ class Sim {
                            absl::StrCat("gradients out ", label));
         gradients_out[x->peer_task].push_back(op);
         grads_free = op;
-        end_ops_[t.id].push_back(op);
       }
       holds_.push_back({d, grads, first_compute_[t.id], grads_free});
     }
@@ -417,7 +418,7 @@ class Sim {
 
   SimResult Collect(bool keep_events) {
     SimResult r;
-    r.busy.assign(c_.num_devices, {0, 0, 0, 0});
+    r.busy.assign(c_.num_devices, {});
     for (const Op& op : ops_) {
       r.iteration_s = std::max(r.iteration_s, op.end);
       if (op.device < 0) {
@@ -512,6 +513,7 @@ std::string StreamName(Stream stream) {
     case kSwapOut: return "swap-out";
     case kCompute: return "compute";
     case kPeer: return "peer";
+    case kWeightsIn: return "weights-in";
     default: return "?";
   }
 }

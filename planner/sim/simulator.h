@@ -10,20 +10,23 @@
 // bandwidth on the sender's peer stream. An operation starts when its
 // stream is free and what it depends on has finished.
 //
-// What runs: a task swaps its weights in (during the device's previous task
-// when that task lists the prefetch, after it started computing), then for
-// each microbatch receives its inputs, computes, and sends its outputs;
-// a backward task then reduces (vDP) and sends its gradients out, and the
-// update runs on the CPU as soon as they land. A device's tasks run one
-// after another, as the runtime runs them: a task receives and computes
-// only once the previous one has ended (sent its outputs and gradients);
-// only the weight prefetch overlaps.
+// What runs: a task swaps its weights in on the weights stream (during the
+// device's previous task when that task lists the prefetch, after it
+// started computing), then for each microbatch receives its inputs (those
+// from the host on the swap-in stream, all of the task's microbatches in
+// order from when the task starts), computes, and sends its outputs (to
+// the host on the swap-out stream); a backward task then reduces (vDP) and
+// sends its gradients out on the swap-out stream, and the update runs on
+// the CPU as soon as they land. A device's tasks run one after another, as
+// the runtime runs them: a task starts once the previous one has computed,
+// sent to its peers and reduced; its copies to the host go on beside the
+// next task, as the runtime's copy-out stream runs them.
 //
 // Memory per device: a task's weights from their swap-in (a prefetch's from
 // the start of the task it overlaps, when the runtime allocates them) until
-// the task ends (kept into the next task when it says so), gradients from its first
-// compute until they are out, each microbatch's input from its arrival until
-// its compute ends, its output from its compute until it is sent, the
+// the task has computed (kept into the next task when it says so),
+// gradients from its first compute until they are out, each microbatch's
+// input from its arrival until its compute ends, its output from its compute until it is sent, the
 // compute's working set while it runs, and a reduction's receive buffer
 // (a vLayer's gradients) while it runs.
 //
@@ -43,7 +46,9 @@
 
 namespace harmony::planner {
 
-enum Stream { kSwapIn = 0, kSwapOut, kCompute, kPeer, kNumStreams };
+// kSwapIn carries data, activations and stashes to the device; kWeightsIn
+// its weights (the runtime's copy-in and weights streams).
+enum Stream { kSwapIn = 0, kSwapOut, kCompute, kPeer, kWeightsIn, kNumStreams };
 
 struct SwapTotals {
   uint64_t weights_in = 0;

@@ -70,6 +70,32 @@ TEST(SimulatorTest, SingleFusedPackTimelineEventByEvent) {
   EXPECT_EQ(r->host_memory, 6u << 20);
 }
 
+// The gradients of the last pack leave on the copy-out stream while the
+// device computes the next pack's backward, and count against the device
+// until they are out.
+TEST(SimulatorTest, GradientsLeaveWhileTheNextPackComputes) {
+  auto m = Model(2);
+  Config c;
+  c.num_devices = 1;
+  c.device_memory = 1 << 30;
+  c.minibatch = 2;
+  c.forward_packs = {{0, 1}};
+  c.backward_packs = {{0, 1}, {1, 2}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto r = Simulate(*m, *g, /*keep_events=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::string names;
+  for (const TraceEvent& e : r->events) names += e.name + "; ";
+  const TraceEvent& out = Event(*r, "gradients out backward 1-1");
+  const TraceEvent& next = Event(*r, "backward 0-0 #0");
+  EXPECT_LT(next.start_s, out.end_s) << names;
+  EXPECT_GE(next.start_s, Event(*r, "backward 1-1 #1").end_s - 1e-12);
+  // Pack 1's gradients (1 MiB) are still on the device while pack 0's
+  // weights and gradients are.
+  EXPECT_GE(r->device_peak[0], static_cast<uint64_t>(3 * kMiB));
+}
+
 TEST(SimulatorTest, OverTheCapDoesNotFit) {
   auto m = Model(2);
   Config c;
@@ -104,14 +130,17 @@ TEST(SimulatorTest, VppPrefetchesAndPipelinesAcrossDevices) {
   EXPECT_GE(w1.start_s, w0.end_s - 1e-12);  // The link is shared: one at a time.
   EXPECT_GE(w2.start_s, w0.end_s - 1e-12);
   // No two transfers ever share a direction of the host link.
-  for (Stream s : {kSwapIn, kSwapOut}) {
+  for (bool to_device : {true, false}) {
     std::vector<std::pair<double, double>> spans;
     for (const TraceEvent& e : r->events) {
-      if (e.device >= 0 && e.stream == s) spans.push_back({e.start_s, e.end_s});
+      const bool in = e.stream == kSwapIn || e.stream == kWeightsIn;
+      if (e.device >= 0 && (to_device ? in : e.stream == kSwapOut)) {
+        spans.push_back({e.start_s, e.end_s});
+      }
     }
     std::sort(spans.begin(), spans.end());
     for (size_t i = 1; i < spans.size(); ++i) {
-      EXPECT_GE(spans[i].first, spans[i - 1].second - 1e-12) << StreamName(s);
+      EXPECT_GE(spans[i].first, spans[i - 1].second - 1e-12) << to_device;
     }
   }
   const TraceEvent& f0 = Event(*r, "forward 0-3 #1");
@@ -158,9 +187,9 @@ TEST(SimulatorTest, VdpReductionWaitsForEveryDevice) {
 }
 
 // As the runtime runs them: a device's next task starts once its previous
-// one has ended (gradients out included), and the weights it prefetches
-// during a task occupy memory from that task's start, however late the copy
-// itself gets the link (here it queues behind the task's stash-ins).
+// one has computed (its gradients leave beside it), and the weights it
+// prefetches during a task occupy memory from that task's start, however
+// late the copy itself gets the link.
 TEST(SimulatorTest, DeviceTasksInOrderAndPrefetchCountedFromTheTaskStart) {
   FakeProfileOptions o;
   o.layers = 3;
@@ -178,12 +207,10 @@ TEST(SimulatorTest, DeviceTasksInOrderAndPrefetchCountedFromTheTaskStart) {
   ASSERT_TRUE(g.ok()) << g.status();
   auto r = Simulate(*m, *g, true);
   ASSERT_TRUE(r.ok()) << r.status();
-  const TraceEvent& fused_out = Event(*r, "gradients out backward 2-2");
+  const TraceEvent& fused_last = Event(*r, "backward 2-2 #3");
   const TraceEvent& next = Event(*r, "backward 1-1 #0");
-  EXPECT_GE(next.start_s, fused_out.end_s - 1e-12);
-  const TraceEvent& prefetch = Event(*r, "weights in backward 0-0");
-  EXPECT_GT(prefetch.start_s, next.end_s);  // The copy starts late...
-  // ... but its buffer counts beside backward 1-1's first microbatch:
+  EXPECT_GE(next.start_s, fused_last.end_s - 1e-12);
+  // The prefetch's buffer counts beside backward 1-1's first microbatch:
   // weights, gradients, that microbatch's stash and working set, and the
   // prefetched pack's weights.
   const uint64_t first = m->BackwardMemory(1, 2, 1) + m->WeightBytes(0, 1);
