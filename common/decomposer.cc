@@ -31,6 +31,22 @@ using torch::jit::Value;
 
 namespace {
 
+// A dropout that draws no random numbers: probability 0 or not training,
+// as constants (module attributes are constants in the pure graph). Such a
+// vLayer needs no seeded generator, so devices run it side by side.
+bool DrawsNothing(const torch::jit::Node* n) {
+  const auto kind = n->kind();
+  if (kind != c10::aten::dropout && kind != c10::aten::feature_dropout &&
+      kind != c10::aten::alpha_dropout && kind != c10::aten::feature_alpha_dropout) {
+    return false;
+  }
+  if (n->inputs().size() < 3) return false;
+  const c10::optional<c10::IValue> p = torch::jit::toIValue(n->input(1));
+  const c10::optional<c10::IValue> train = torch::jit::toIValue(n->input(2));
+  if (train && train->isBool() && !train->toBool()) return true;
+  return p && p->isDouble() && p->toDouble() == 0.0;
+}
+
 using pure_graph::ForEachNode;
 using pure_graph::KeyOf;
 using pure_graph::Lifted;
@@ -466,7 +482,7 @@ absl::Status Decomposition::BuildVLayers(const std::vector<int>& cuts) {
     // Randomness and in-place buffer writes. BatchNorm updates its running
     // statistics without declaring it in its schema, so it is named here.
     ForEachNode(g->block(), [&](Node* n) {
-      if (n->isNondeterministic()) info.uses_rng = true;
+      if (n->isNondeterministic() && !DrawsNothing(n)) info.uses_rng = true;
     });
     for (size_t b = 0; b < info.buffers.size(); ++b) {
       Value* buffer = g->inputs()[info.parameters.size() + b];

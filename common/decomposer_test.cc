@@ -381,6 +381,14 @@ TEST(DecomposerTest, GptBlocksEachAVLayerAndDropoutMarked) {
   }
   // Cuts between blocks carry a single tensor (plus forward's targets).
   for (int live : (*d)->live_tensors_at_cuts()) EXPECT_LE(live, 3);
+
+  // Dropout of probability 0 draws nothing: no seeded generator (and no
+  // lock on it) needed.
+  o.dropout = 0;
+  auto plain = zoo::BuildZooModel(o);
+  auto dp = Decomposition::Create(*plain, DecomposeOptions{});
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  for (const VLayerInfo& v : (*dp)->vlayers()) EXPECT_FALSE(v.uses_rng) << v.scope;
 }
 
 TEST(DecomposerTest, BatchNormBlocksUpdateBuffers) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -359,21 +360,26 @@ struct Runtime::Impl {
         }
         std::vector<at::Tensor> ps, bs;
         for (const at::Tensor& p : h.params) {
+          // One tensor at a time on the link, so a microbatch's inputs
+          // waiting for it are not held behind a whole pack's weights.
+          const double copy_start = Now();
           at::Tensor t = at::empty_like(p);
           t.copy_(p);
           t.requires_grad_(true);
           bytes += t.nbytes();
+          Link(0, t.nbytes(), copy_start);
           ps.push_back(t);
         }
         for (const at::Tensor& b : buffers) {
+          const double copy_start = Now();
           bs.push_back(b.clone());
           bytes += b.nbytes();
+          Link(0, b.nbytes(), copy_start);
         }
         w->params.push_back(std::move(ps));
         w->buffers.push_back(std::move(bs));
       }
     }, absl::StatusCode::kInternal));
-    Link(0, bytes, start);
     counts[kWeightsIn] += bytes;
     Trace(d, kWeightsIn, absl::StrCat("weights in ", label), start);
     return w;
@@ -630,12 +636,14 @@ struct Runtime::Impl {
   // --- Tasks.
 
   absl::Status Forward(const Task& t, int d, DeviceWeights& w,
-                       std::vector<std::future<HostInputsResult>>& inputs) {
+                       std::vector<std::future<HostInputsResult>>& inputs,
+                       const std::function<void()>& first_inputs_in) {
     c10::NoGradGuard no_grad;
     for (size_t m = 0; m < t.microbatches.size(); ++m) {
       const planner::Microbatch& mb = t.microbatches[m];
       std::map<Ref, c10::IValue> values;
       HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
+      if (m == 0) first_inputs_in();
       const double start = Now();
       // What leaves the task; everything else is dropped after its last
       // reader in the pack.
@@ -678,7 +686,8 @@ struct Runtime::Impl {
   }
 
   absl::Status Backward(const Task& t, int d, DeviceWeights& w,
-                        std::vector<std::future<HostInputsResult>>& inputs) {
+                        std::vector<std::future<HostInputsResult>>& inputs,
+                        const std::function<void()>& first_inputs_in) {
     // Gradients accumulate over the task's microbatches from zero.
     for (auto& ps : w.params) {
       for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
@@ -688,6 +697,7 @@ struct Runtime::Impl {
       std::map<Ref, c10::IValue> values;
       std::vector<std::map<Ref, c10::IValue>> incoming;
       HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming));
+      if (m == 0) first_inputs_in();
       const double start = Now();
       std::map<Ref, c10::IValue> input_grads;
       {
@@ -961,17 +971,20 @@ struct Runtime::Impl {
       }
       w = *std::move(r);
       wait_ns += static_cast<int64_t>((Now() - wait_start) * 1e9);
-      // Prefetch the next task's weights during this one.
-      for (const Transfer& x : t.transfers) {
-        if (x.kind != TransferKind::kPrefetchWeights) continue;
-        const Task& next = graph.tasks[x.peer_task];
-        prefetched[next.id] = PostWeights(d, next.vlayers, absl::StrCat("task ", next.id));
-      }
+      // Prefetch the next task's weights during this one, once its first
+      // microbatch has its inputs (which need the link first).
+      auto prefetch = [&] {
+        for (const Transfer& x : t.transfers) {
+          if (x.kind != TransferKind::kPrefetchWeights) continue;
+          const Task& next = graph.tasks[x.peer_task];
+          prefetched[next.id] = PostWeights(d, next.vlayers, absl::StrCat("task ", next.id));
+        }
+      };
       // Exceptions stop here: a plan that does not fit the model (a value
       // a vLayer needs and nobody sent) must not take the process down.
       try {
-        status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs)
-                                              : Backward(t, d, *w, inputs);
+        status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs, prefetch)
+                                              : Backward(t, d, *w, inputs, prefetch);
         if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
       } catch (const std::exception& e) {
         status = absl::InternalError(absl::StrCat(label, ": ", e.what()));

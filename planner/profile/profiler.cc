@@ -1,6 +1,7 @@
 #include "planner/profile/profiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -204,6 +205,26 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
   }
   first.time_s = Median(times);
   return first;
+}
+
+// Measure, while `others` threads run the same vLayer at the same size
+// over and over (the other devices computing at once).
+absl::StatusOr<Measurement> MeasureBeside(const Context& c, int k, bool backward, int64_t u,
+                                          int repeats, int others) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> neighbours;
+  for (int i = 0; i < others; ++i) {
+    neighbours.emplace_back([&] {
+      while (!stop.load()) {
+        absl::StatusOr<Measurement> m = RunOnce(c, k, backward, u);
+        if (!m.ok() || !m->fits) return;
+      }
+    });
+  }
+  absl::StatusOr<Measurement> m = Measure(c, k, backward, u, std::max(repeats, 1), true);
+  stop = true;
+  for (std::thread& t : neighbours) t.join();
+  return m;
 }
 
 std::string DescribeSample(const TrainingData& s) {
@@ -439,6 +460,20 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       if (f.fits) {
         HARMONY_ASSIGN_OR_RETURN(b, Measure(c, k, true, u, options.repeats, warm_up));
       }
+      // Beside the plan's other devices, which share the host's cores.
+      const int others = static_cast<int>(options.devices.count) - 1;
+      if (others > 0 && options.repeats > 0) {
+        if (f.fits) {
+          HARMONY_ASSIGN_OR_RETURN(Measurement fb,
+                                   MeasureBeside(c, k, false, u, options.repeats, others));
+          row.set_forward_time_busy_s(fb.time_s);
+        }
+        if (b.fits) {
+          HARMONY_ASSIGN_OR_RETURN(Measurement bb,
+                                   MeasureBeside(c, k, true, u, options.repeats, others));
+          row.set_backward_time_busy_s(bb.time_s);
+        }
+      }
       row.set_backward_fits(b.fits);
       row.set_backward_time_s(b.time_s);
       row.set_backward_peak_bytes(b.peak);
@@ -633,6 +668,26 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
     absl::StrAppendFormat(&out, "matrix multiply: %.1f GFLOP/s (fp32 1024^3, %d thread(s))\n",
                           p.gemm_flop_per_s() / 1e9, p.gemm_threads());
     absl::StrAppend(&out, GemmWarning(p.gemm_flop_per_s(), static_cast<int>(p.host_threads())));
+  }
+  // How much slower the devices compute side by side (they share the cores).
+  double alone[2] = {0, 0}, busy[2] = {0, 0};
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+      if (m.forward_time_busy_s() > 0) {
+        alone[0] += m.forward_time_s();
+        busy[0] += m.forward_time_busy_s();
+      }
+      if (m.backward_time_busy_s() > 0) {
+        alone[1] += m.backward_time_s();
+        busy[1] += m.backward_time_busy_s();
+      }
+    }
+  }
+  if (alone[0] > 0 && alone[1] > 0) {
+    absl::StrAppendFormat(&out,
+                          "computing beside %d other busy device(s): forward %.2fx, backward "
+                          "%.2fx the time alone (the planner uses these times)\n",
+                          p.num_devices() - 1, busy[0] / alone[0], busy[1] / alone[1]);
   }
   return out;
 }

@@ -78,8 +78,13 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
       // a microbatch of u runs at the per-sample efficiency measured at
       // u x q (the largest measured size past it).
       const double tokens = m.size() * q;
+      // Beside busy neighbours: the measured slowdown of this row.
+      const double fwd_busy = m.forward_time_s() > 0 ? m.forward_time_busy_s() / m.forward_time_s() : 0;
+      const double bwd_busy = m.backward_time_s() > 0 ? m.backward_time_busy_s() / m.backward_time_s() : 0;
       m.set_forward_time_s(m.size() * PerSampleTime(in, tokens, false) * w * q * k);
       m.set_backward_time_s(m.size() * PerSampleTime(in, tokens, true) * w * q * k);
+      m.set_forward_time_busy_s(m.forward_time_s() * fwd_busy);
+      m.set_backward_time_busy_s(m.backward_time_s() * bwd_busy);
       // Peaks: weights (and, in backward, their gradients) scale with the
       // weights, the rest with the activations.
       auto peak = [&](uint64_t p, double weights) {
@@ -106,16 +111,20 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
   proto::VLayerProfile typical = base.profile().vlayers(block);
   for (int i = 0; i < typical.by_microbatch_size(); ++i) {
     proto::MicrobatchProfile* row = typical.mutable_by_microbatch(i);
-    std::vector<double> fwd, bwd;
+    std::vector<double> fwd, bwd, fwd_busy, bwd_busy;
     for (int k = block; k < block + block_count; ++k) {
       const proto::VLayerProfile& v = base.profile().vlayers(k);
       if (i < v.by_microbatch_size() && v.by_microbatch(i).size() == row->size()) {
         fwd.push_back(v.by_microbatch(i).forward_time_s());
         bwd.push_back(v.by_microbatch(i).backward_time_s());
+        fwd_busy.push_back(v.by_microbatch(i).forward_time_busy_s());
+        bwd_busy.push_back(v.by_microbatch(i).backward_time_busy_s());
       }
     }
     row->set_forward_time_s(Median(fwd));
     row->set_backward_time_s(Median(bwd));
+    row->set_forward_time_busy_s(Median(fwd_busy));
+    row->set_backward_time_busy_s(Median(bwd_busy));
   }
   for (int r = 0; r < num_blocks; ++r) {
     layers.push_back(scaled(typical, s * s, s));

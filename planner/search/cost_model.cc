@@ -85,8 +85,12 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       last = static_cast<int>(r.size());
       Row row;
       row.size = last;
-      row.cost.forward_s = r.forward_time_s();
-      row.cost.backward_s = r.backward_time_s();
+      // Devices that share the host's cores compute beside each other.
+      const bool busy = p.num_devices() > 1;
+      row.cost.forward_s = busy && r.forward_time_busy_s() > 0 ? r.forward_time_busy_s()
+                                                                : r.forward_time_s();
+      row.cost.backward_s = busy && r.backward_time_busy_s() > 0 ? r.backward_time_busy_s()
+                                                                  : r.backward_time_s();
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.saved_bytes = r.saved_bytes();

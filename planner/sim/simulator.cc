@@ -33,6 +33,10 @@ struct Hold {
   // Or when this op starts, if earlier: a prefetch's buffer is allocated
   // when the task it overlaps starts, however late the copy begins.
   int or_from_op = -1;
+  // Held at least until the device's next task after this one has computed
+  // its first microbatch: a copy out runs on its own thread in the runtime
+  // and may be that late however fast the link.
+  int at_least_past_task = -1;
 };
 
 class Sim {
@@ -130,6 +134,7 @@ class Sim {
   void Build() {
     const int n = static_cast<int>(g_.tasks.size());
     first_compute_.assign(n, -1);
+    first_input_.assign(n, -1);
     weight_op_.assign(n, -1);
     end_ops_.assign(n, {});
     std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
@@ -176,6 +181,11 @@ class Sim {
         }
         weight_op_[t.id] = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
                                absl::StrCat("weights in ", label));
+        // The runtime starts a prefetch once the task it overlaps has its
+        // first microbatch's inputs.
+        if (w->peer_task >= 0 && first_input_[w->peer_task] >= 0) {
+          deps.push_back(first_input_[w->peer_task]);
+        }
         const int during = w->peer_task >= 0 ? first_compute_[w->peer_task] : -1;
         holds_.push_back({d, w->bytes, weight_op_[t.id], -(t.id + 1), during});
         weights_holder_[t.id] = static_cast<int>(holds_.size()) - 1;
@@ -254,7 +264,12 @@ class Sim {
                 : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
         const int compute = Add(d, kCompute, kNoLink, seconds, deps,
                                 absl::StrCat(label, " #", mb.index));
-        if (first_compute_[t.id] < 0) first_compute_[t.id] = compute;
+        if (first_compute_[t.id] < 0) {
+          first_compute_[t.id] = compute;
+          for (int op : inputs) {
+            if (ops_[op].device == d && ops_[op].stream == kSwapIn) first_input_[t.id] = op;
+          }
+        }
         last_compute = compute;
         end_ops_[t.id].push_back(compute);
         if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
@@ -339,7 +354,7 @@ class Sim {
         gradients_out[x->peer_task].push_back(op);
         grads_free = op;
       }
-      holds_.push_back({d, grads, first_compute_[t.id], grads_free});
+      holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, t.id});
     }
     // A reduction starts when every device has its gradients.
     for (const auto& [pack, ops] : reduce_waiting) {
@@ -437,7 +452,14 @@ class Sim {
       if (h.bytes == 0) continue;
       double from = ops_[h.from_op].start;
       if (h.or_from_op >= 0) from = std::min(from, ops_[h.or_from_op].start);
-      const double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
+      double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
+      if (h.at_least_past_task >= 0) {
+        const std::vector<int>& list = device_tasks_.at(h.device);
+        auto it = std::find(list.begin(), list.end(), h.at_least_past_task);
+        if (it != list.end() && it + 1 != list.end() && first_compute_[*(it + 1)] >= 0) {
+          until = std::max(until, ops_[first_compute_[*(it + 1)]].end);
+        }
+      }
       events[h.device].push_back({from, static_cast<int64_t>(h.bytes)});
       events[h.device].push_back({std::max(from, until), -static_cast<int64_t>(h.bytes)});
     }
@@ -492,6 +514,7 @@ class Sim {
   std::map<int, std::vector<std::vector<const Transfer*>>> index_;
   const std::vector<const Transfer*> empty_;
   std::vector<int> first_compute_, weight_op_;
+  std::vector<int> first_input_;  // A task's last host input of its first microbatch.
   std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;
   std::vector<Hold> holds_;

@@ -25,7 +25,9 @@
 // Memory per device: a task's weights from their swap-in (a prefetch's from
 // the start of the task it overlaps, when the runtime allocates them) until
 // the task has computed (kept into the next task when it says so),
-// gradients from its first compute until they are out, each microbatch's
+// gradients from its first compute until they are out and, at least, until
+// the device's next task has computed its first microbatch (the runtime's
+// copy-out thread may lag that far however fast the link), each microbatch's
 // input from its arrival until its compute ends, its output from its compute until it is sent, the
 // compute's working set while it runs, and a reduction's receive buffer
 // (a vLayer's gradients) while it runs.
