@@ -369,8 +369,10 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kIterations));
     const Planned p = MakePlan(*profile, c, r.mode, r.devices, r.microbatch);
     // The plan swaps: where weights and gradients are most of the memory,
-    // its peak is below what the whole model needs resident.
-    if (4 * c.WeightBytes(0, c.num_layers()) > whole) {
+    // its peak is below what the whole model needs resident. (Not with 2
+    // vLayers: the last pack's gradients may still be leaving while the
+    // first pack computes, which is the whole model's weights and gradients.)
+    if (4 * c.WeightBytes(0, c.num_layers()) > whole && c.num_layers() > 2) {
       EXPECT_LT(p.peak, whole) << planner::PlanSummary(p.plan);
     }
     // Bit-identical where every sum runs in PyTorch's order: vPP, and vDP
