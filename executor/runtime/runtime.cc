@@ -25,13 +25,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decomposer.h"
-#include "common/device_memory.h"
 #include "common/files.h"
 #include "common/loss.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
-#include "executor/runtime/stream.h"
+#include "executor/runtime/device.h"
+#include "executor/runtime/host_link.h"
+#include "executor/runtime/host_store.h"
+#include "executor/runtime/mailbox.h"
+#include "executor/runtime/trace.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan/plan_builder.h"
 
@@ -39,8 +42,6 @@ namespace harmony::executor {
 namespace {
 
 using common::CallTorch;
-using common::DeviceMemory;
-using common::DeviceMemoryScope;
 using planner::Channel;
 using planner::PackRange;
 using planner::Task;
@@ -49,9 +50,6 @@ using planner::TaskKind;
 using planner::Transfer;
 using planner::TransferKind;
 
-// A tensor of the decomposed graph: output `second` of vLayer `first`, or
-// forward's argument `second` when `first` is -1.
-using Ref = std::pair<int, int>;
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) {
@@ -89,57 +87,12 @@ uint64_t AvailableHostMemory() {
   return 0;
 }
 
-// The trace's streams, as the simulator numbers them.
-enum TraceStream { kSwapIn = 0, kSwapOut = 1, kCompute = 2, kPeer = 3, kWeightsIn = 4 };
-
-struct TraceEvent {
-  int device;  // -1: the host.
-  int stream;
-  std::string name;
-  double start_s;
-  double end_s;
-};
-
-// The host's copy of one vLayer: master weights (parameters as views into
-// one flat fp32 buffer, as the CPU optimizer wants them), gradients, buffers
-// and optimizer state.
-//
-// A parameter read by several vLayers (tied or shared weights) is owned by
-// the first; the others read the owner's master copy and get their own
-// gradient slot, added into the owner's before the owner's update.
-struct HostLayer {
-  at::Tensor flat_params, flat_grads;  // Owned parameters only.
-  std::vector<at::Tensor> params, grads;
-  // (vLayer, index in it, index here) of every later reader of a parameter
-  // this vLayer owns.
-  std::vector<std::tuple<int, int, int>> borrowers;
-  std::mutex mu;                     // Guards `buffers` and `grads_in`.
-  std::vector<at::Tensor> buffers;   // Replaced, never written in place.
-  bool grads_in = false;             // Some gradients arrived this iteration.
-  std::unique_ptr<CpuOptimizer> optimizer;
-};
-
 // A pack's weights on a device.
 struct DeviceWeights {
   PackRange range;
   std::vector<std::vector<at::Tensor>> params, buffers;  // Per vLayer of range.
 };
 using WeightsResult = absl::StatusOr<std::shared_ptr<DeviceWeights>>;
-
-// Values a task sends another, one piece per sender microbatch.
-struct Piece {
-  int offset = 0;
-  int size = 0;
-  std::map<Ref, c10::IValue> values;
-};
-
-struct Device {
-  int index = 0;
-  std::unique_ptr<DeviceMemory> memory;
-  // Beside the compute thread: swapping weights in, copying inputs in from
-  // the host, copying outputs and gradients out to it.
-  std::unique_ptr<Stream> weights, copy_in, copy_out;
-};
 
 }  // namespace
 
@@ -153,8 +106,8 @@ struct Runtime::Impl {
   std::map<std::string, std::string> aliases;
   common::LossKind loss_kind = common::LossKind::kAuto;
   bool takes_targets = false;
-  std::vector<std::unique_ptr<HostLayer>> host;
-  std::vector<Device> devices;
+  std::unique_ptr<HostStore> host;
+  std::vector<std::unique_ptr<Device>> devices;
   // Tensors each out transfer carries, by (task, receiving task, kind), and
   // forward's arguments each task reads; fixed at Create.
   std::map<std::tuple<int, int, int>, std::vector<Ref>> routes;
@@ -170,23 +123,19 @@ struct Runtime::Impl {
   int64_t iteration = 0;
   int minibatch = 0;
 
-  // Host link emulation: when each direction is next free (seconds since
-  // `epoch`).
-  Clock::time_point epoch = Clock::now();
-  std::mutex link_mu;
-  double link_free[2] = {0, 0};
+  std::unique_ptr<HostLink> link;  // Emulated or not: the clock.
+  std::unique_ptr<TraceRecorder> tracer;
 
   std::mutex rng_mu;  // The global CPU generator, for vLayers with dropout.
-
-  mutable std::mutex trace_mu;
-  std::vector<TraceEvent> trace;
 
   // --- Per iteration.
   std::mutex mu;
   std::condition_variable cv;
   absl::Status error;
   std::vector<bool> done;
-  std::map<std::tuple<int, int, int>, std::vector<Piece>> mail;  // (to, from, kind).
+  Mailbox mail{[this](const Ref& r, const c10::IValue& v, int size) {
+    return IsBatched(r, v, size);
+  }};
   // vDP: gradients of (task) published for the reduction.
   std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
   std::set<int> reduced;  // Tasks whose published gradients were summed.
@@ -202,38 +151,25 @@ struct Runtime::Impl {
     kPeerBytes, kDataIn, kTargetsIn, kNumCounts
   };
 
-  double Now() const { return Since(epoch); }
+  double Now() const { return link->Now(); }
 
-  void Trace(int device, int stream, std::string name, double start) {
-    if (!options.trace) return;
-    const double end = Now();
-    std::lock_guard<std::mutex> lock(trace_mu);
-    trace.push_back({device, stream, std::move(name), start, end});
+  void Trace(int device, TraceStream stream, std::string name, double start) {
+    if (tracer->on()) tracer->Add(device, stream, std::move(name), start, Now());
   }
 
-  // Holds the emulated link for `bytes` in one direction (0: to devices,
-  // 1: to the host).
-  // Holds the caller until `bytes` have crossed the emulated link in
-  // `direction`, counting from `since` (when the caller's real copy began:
-  // the copy happens on the link, not before it) or from when the link is
-  // free, whichever is later.
+  // Holds the caller until `bytes` have crossed the (emulated) host link
+  // to the devices (0) or to the host (1), counting from `since`.
   void Link(int direction, uint64_t bytes, double since) {
-    if (options.emulate_host_link <= 0 || bytes == 0) return;
-    double end;
-    {
-      std::lock_guard<std::mutex> lock(link_mu);
-      const double start = std::max(since, link_free[direction]);
-      end = start + static_cast<double>(bytes) / options.emulate_host_link;
-      link_free[direction] = end;
-    }
-    const double wait = end - Now();
-    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    link->Cross(direction == 0 ? LinkDirection::kToDevice : LinkDirection::kToHost, bytes, since);
   }
 
   void Fail(const absl::Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (error.ok()) error = s;
-    cv.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (error.ok()) error = s;
+      cv.notify_all();
+    }
+    mail.Stop();
   }
 
   // --- Plan facts.
@@ -277,68 +213,13 @@ struct Runtime::Impl {
     return t.dim() > 0 && t.size(0) == size;
   }
 
-  // --- Mail between tasks.
-
   void Post(int to, int from, TransferKind kind, Piece piece) {
-    std::lock_guard<std::mutex> lock(mu);
-    mail[{to, from, static_cast<int>(kind)}].push_back(std::move(piece));
-    cv.notify_all();
+    mail.Post(to, from, static_cast<int>(kind), std::move(piece));
   }
 
-  // The values `from` sent `to` for samples [offset, offset + size), waiting
-  // for them; pieces wholly consumed are dropped.
   absl::StatusOr<std::map<Ref, c10::IValue>> Receive(int to, int from, TransferKind kind,
                                                       int offset, int size) {
-    std::vector<Piece> pieces;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      auto& box = mail[{to, from, static_cast<int>(kind)}];
-      auto covered = [&] {
-        int got = 0;
-        for (const Piece& p : box) {
-          const int lo = std::max(p.offset, offset);
-          const int hi = std::min(p.offset + p.size, offset + size);
-          if (hi > lo) got += hi - lo;
-        }
-        return got >= size;
-      };
-      cv.wait(lock, [&] { return !error.ok() || covered(); });
-      if (!error.ok()) return absl::CancelledError("stopped: another task failed");
-      std::vector<Piece> keep;
-      for (Piece& p : box) {
-        const bool overlaps = p.offset < offset + size && p.offset + p.size > offset;
-        if (!overlaps) {
-          keep.push_back(std::move(p));
-        } else if (p.offset + p.size <= offset + size) {
-          pieces.push_back(std::move(p));  // Wholly consumed.
-        } else {
-          pieces.push_back(p);  // Also needed by the next microbatch.
-          keep.push_back(std::move(p));
-        }
-      }
-      box = std::move(keep);
-    }
-    std::sort(pieces.begin(), pieces.end(),
-              [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-    if (pieces.size() == 1 && pieces[0].offset == offset && pieces[0].size == size) {
-      return std::move(pieces[0].values);
-    }
-    // Assemble rows [offset, offset + size) from the pieces.
-    std::map<Ref, c10::IValue> out;
-    for (const auto& [ref, first] : pieces.front().values) {
-      if (!IsBatched(ref, first, pieces.front().size)) {
-        out[ref] = first;
-        continue;
-      }
-      std::vector<at::Tensor> parts;
-      for (const Piece& p : pieces) {
-        const int lo = std::max(p.offset, offset);
-        const int hi = std::min(p.offset + p.size, offset + size);
-        parts.push_back(p.values.at(ref).toTensor().narrow(0, lo - p.offset, hi - lo));
-      }
-      out[ref] = parts.size() == 1 ? parts[0].clone() : at::cat(parts, 0);
-    }
-    return out;
+    return mail.Receive(to, from, static_cast<int>(kind), offset, size);
   }
 
   // --- Weights.
@@ -349,17 +230,12 @@ struct Runtime::Impl {
     auto w = std::make_shared<DeviceWeights>();
     w->range = range;
     uint64_t bytes = 0;
-    DeviceMemoryScope scope(devices[d].memory.get(), absl::StrCat("weights in for ", label));
+    auto scope = devices[d]->Place(absl::StrCat("weights in for ", label));
     HARMONY_RETURN_IF_ERROR(CallTorch(label, [&] {
       for (int k = range.begin; k < range.end; ++k) {
-        HostLayer& h = *host[k];
-        std::vector<at::Tensor> buffers;
-        {
-          std::lock_guard<std::mutex> lock(h.mu);
-          buffers = h.buffers;
-        }
+        const std::vector<at::Tensor> buffers = host->buffers(k);
         std::vector<at::Tensor> ps, bs;
-        for (const at::Tensor& p : h.params) {
+        for (const at::Tensor& p : host->params(k)) {
           // One tensor at a time on the link, so a microbatch's inputs
           // waiting for it are not held behind a whole pack's weights.
           const double copy_start = Now();
@@ -381,13 +257,13 @@ struct Runtime::Impl {
       }
     }, absl::StatusCode::kInternal));
     counts[kWeightsIn] += bytes;
-    Trace(d, kWeightsIn, absl::StrCat("weights in ", label), start);
+    Trace(d, TraceStream::kWeightsIn, absl::StrCat("weights in ", label), start);
     return w;
   }
 
   // Buffers of the vLayers in `w` that update them, back to the host.
   uint64_t StoreBuffers(const DeviceWeights& w) {
-    DeviceMemoryScope none(nullptr);
+    auto on_host = PlaceOnHost();
     uint64_t bytes = 0;
     for (int k = w.range.begin; k < w.range.end; ++k) {
       if (!Info(k).updates_buffers) continue;
@@ -396,8 +272,7 @@ struct Runtime::Impl {
         copies.push_back(b.detach().clone());
         bytes += b.nbytes();
       }
-      std::lock_guard<std::mutex> lock(host[k]->mu);
-      host[k]->buffers = std::move(copies);
+      host->SetBuffers(k, std::move(copies));
     }
     return bytes;
   }
@@ -457,8 +332,7 @@ struct Runtime::Impl {
   // Runs on the copy-in stream of device `d`.
   HostInputsResult CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb) {
     HostInputs in;
-    DeviceMemoryScope scope(devices[d].memory.get(),
-                            absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
+    auto scope = devices[d]->Place(absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
     const double start = Now();
     uint64_t data_bytes = 0, target_bytes = 0;
     HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
@@ -510,7 +384,7 @@ struct Runtime::Impl {
   std::future<HostInputsResult> PostInputs(const Task& t, int d, const planner::Microbatch& mb) {
     auto promise = std::make_shared<std::promise<HostInputsResult>>();
     std::future<HostInputsResult> result = promise->get_future();
-    devices[d].copy_in->Post([this, &t, d, mb, promise] {
+    devices[d]->copy_in().Post([this, &t, d, mb, promise] {
       HostInputsResult r = absl::InternalError("copy-in stopped");
       try {
         r = CopyInputsIn(t, d, mb);
@@ -580,9 +454,9 @@ struct Runtime::Impl {
       piece.size = mb.size;
       uint64_t bytes = 0;
       HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " sending"), [&] {
-        DeviceMemoryScope scope(x.channel == Channel::kPeer ? devices[to.device].memory.get()
-                                                            : nullptr,
-                                absl::StrCat("receiving from task ", t.id));
+        auto placed = x.channel == Channel::kPeer
+                          ? devices[to.device]->Place(absl::StrCat("receiving from task ", t.id))
+                          : PlaceOnHost();
         for (const Ref& r : refs) {
           auto it = values.find(r);
           if (it == values.end()) {
@@ -606,14 +480,14 @@ struct Runtime::Impl {
       Post(to.id, t.id, x.kind, std::move(piece));
     }
     if (host_sends.empty()) return absl::OkStatus();
-    devices[d].copy_out->Post([this, d, from = t.id, index = mb.index,
+    devices[d]->copy_out().Post([this, d, from = t.id, index = mb.index,
                                sends = std::move(host_sends)]() mutable {
       for (HostSend& s : sends) {
         const double start = Now();
         uint64_t bytes = 0;
         std::map<Ref, c10::IValue> on_host;
         absl::Status copied = CallTorch(absl::StrCat("task ", from, " sending"), [&] {
-          DeviceMemoryScope none(nullptr);
+          auto placed = PlaceOnHost();
           for (const auto& [ref, v] : s.piece.values) {
             bytes += BytesOf(v);
             on_host[ref] = Copy(v);
@@ -656,8 +530,7 @@ struct Runtime::Impl {
         }
       }
       {
-        DeviceMemoryScope scope(devices[d].memory.get(),
-                                absl::StrCat("task ", t.id, " (forward of vLayers ",
+        auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (forward of vLayers ",
                                              t.vlayers.begin, "-", t.vlayers.end - 1,
                                              "), microbatch ", mb.index));
         for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
@@ -701,8 +574,7 @@ struct Runtime::Impl {
       const double start = Now();
       std::map<Ref, c10::IValue> input_grads;
       {
-        DeviceMemoryScope scope(devices[d].memory.get(),
-                                absl::StrCat("task ", t.id, " (backward of vLayers ",
+        auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (backward of vLayers ",
                                              t.vlayers.begin, "-", t.vlayers.end - 1,
                                              "), microbatch ", mb.index));
         // Live-ins from earlier vLayers become leaves.
@@ -820,7 +692,7 @@ struct Runtime::Impl {
     }
     std::vector<std::vector<at::Tensor>> grads;
     HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
-      DeviceMemoryScope scope(devices[d].memory.get(), absl::StrCat("gradients of task ", t.id));
+      auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id));
       grads = GradientsOf(w);
     }, absl::StatusCode::kInternal));
     if (reduce && !out) {
@@ -851,8 +723,7 @@ struct Runtime::Impl {
         }
         uint64_t bytes = 0;
         HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
-          DeviceMemoryScope scope(devices[d].memory.get(),
-                                  absl::StrCat("reducing gradients of task ", t.id));
+          auto scope = devices[d]->Place(absl::StrCat("reducing gradients of task ", t.id));
           // One parameter's copy at a time, summed in place: the same
           // sums as out of place, without a second copy of the gradients.
           for (size_t k = 0; k < grads.size(); ++k) {
@@ -883,29 +754,18 @@ struct Runtime::Impl {
       if (x.kind == TransferKind::kGradientsOut) planned += x.bytes;
     }
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-      gradient_bytes += host[k]->flat_grads.nbytes();
+      gradient_bytes += host->owned_gradient_bytes(k);
     }
     const uint64_t buffer_bytes = t.fused_loss && planned > gradient_bytes ? StoreBuffers(w) : 0;
     // The gradients go to the host on the copy-out stream, which holds them
     // on the device until they are there.
-    devices[d].copy_out->Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
+    devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
       const double start = Now();
       uint64_t bytes = buffer_bytes;
       absl::Status copied = CallTorch("gradients out", [&] {
-        DeviceMemoryScope none(nullptr);
+        auto on_host = PlaceOnHost();
         for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-          HostLayer& h = *host[k];
-          const auto& gs = grads[k - t.vlayers.begin];
-          std::lock_guard<std::mutex> lock(h.mu);
-          for (size_t j = 0; j < gs.size(); ++j) {
-            if (h.grads_in) {
-              h.grads[j].add_(gs[j]);
-            } else {
-              h.grads[j].copy_(gs[j]);
-            }
-            bytes += gs[j].nbytes();
-          }
-          h.grads_in = true;
+          bytes += host->AddGradients(k, grads[k - t.vlayers.begin]);
         }
       }, absl::StatusCode::kInternal);
       if (!copied.ok()) return Fail(copied);
@@ -921,7 +781,7 @@ struct Runtime::Impl {
   std::future<WeightsResult> PostWeights(int d, PackRange range, std::string label) {
     auto promise = std::make_shared<std::promise<WeightsResult>>();
     std::future<WeightsResult> result = promise->get_future();
-    devices[d].weights->Post([this, d, range, label = std::move(label), promise] {
+    devices[d]->weights().Post([this, d, range, label = std::move(label), promise] {
       promise->set_value(LoadWeights(d, range, label));
     });
     return result;
@@ -931,7 +791,7 @@ struct Runtime::Impl {
   // previous one has computed (and, in vDP, reduced); what the previous one
   // copies out may still be on its way.
   absl::Status RunDevice(int d) {
-    Device& dev = devices[d];
+    Device& dev = *devices[d];
     std::vector<int> list = graph.DeviceTasks(d);
     std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
     std::map<int, std::future<WeightsResult>> prefetched;
@@ -994,7 +854,7 @@ struct Runtime::Impl {
         if (x.kind == TransferKind::kBuffersOut) {
           // Small: copied now; the link time is spent on the copy-out stream.
           const uint64_t bytes = StoreBuffers(*w);
-          dev.copy_out->Post([this, d, id, bytes] {
+          dev.copy_out().Post([this, d, id, bytes] {
             const double start = Now();
             Link(1, bytes, start);
             counts[kGradientsOut] += bytes;
@@ -1004,7 +864,7 @@ struct Runtime::Impl {
         if (x.kind == TransferKind::kKeepResident) kept = w;
       }
       // The task is done when what it copies out has arrived.
-      dev.copy_out->Post([this, id] {
+      dev.copy_out().Post([this, id] {
         std::lock_guard<std::mutex> lock(mu);
         done[id] = true;
         cv.notify_all();
@@ -1012,9 +872,9 @@ struct Runtime::Impl {
     }
     // Copies still queued for a failed iteration stop at the error.
     if (!status.ok()) Fail(status);
-    dev.copy_in->Drain();
-    dev.weights->Drain();
-    dev.copy_out->Drain();
+    dev.copy_in().Drain();
+    dev.weights().Drain();
+    dev.copy_out().Drain();
     return status;
   }
 
@@ -1033,24 +893,7 @@ struct Runtime::Impl {
         if (!error.ok()) return absl::CancelledError("stopped: a task failed");
       }
       const double start = Now();
-      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-        HostLayer& h = *host[k];
-        std::lock_guard<std::mutex> lock(h.mu);
-        if (!h.grads_in) h.flat_grads.zero_();
-        for (const auto& [b, j, jj] : h.borrowers) {
-          HostLayer& reader = *host[b];
-          if (b == k) {
-            h.grads[jj].add_(h.grads[j]);
-            continue;
-          }
-          std::lock_guard<std::mutex> reader_lock(reader.mu);
-          h.grads[jj].add_(reader.grads[j]);
-        }
-        if (h.optimizer->elements() > 0) {
-          h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
-        }
-        h.grads_in = false;
-      }
+      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) host->Update(k);
       optimizer_ns += static_cast<int64_t>((Now() - start) * 1e9);
       Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
             start);
@@ -1094,19 +937,11 @@ int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
 std::vector<uint64_t> Runtime::device_bytes_in_use() const {
   std::vector<uint64_t> used;
-  for (const Device& d : impl_->devices) used.push_back(d.memory->used());
+  for (const auto& d : impl_->devices) used.push_back(d->used());
   return used;
 }
 
-uint64_t Runtime::host_store_bytes() const {
-  uint64_t bytes = 0;
-  for (const auto& h : impl_->host) {
-    bytes += h->flat_params.nbytes() + h->flat_grads.nbytes() +
-             h->optimizer->state().size() * sizeof(float);
-    for (const at::Tensor& b : h->buffers) bytes += b.nbytes();
-  }
-  return bytes;
-}
+uint64_t Runtime::host_store_bytes() const { return impl_->host->bytes(); }
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan,
                                                          const std::string& model_path,
@@ -1145,16 +980,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
         " of host memory (weights, gradients, optimizer state, stashes); ",
         common::FormatBytes(host_limit), " is available"));
   }
-  common::InstallDeviceMemoryAccounting();
   for (int d = 0; d < config.num_devices; ++d) {
-    Device dev;
-    dev.index = d;
-    dev.memory = std::make_unique<DeviceMemory>(absl::StrCat("cpu:", d), options.devices.capacity);
-    dev.weights = std::make_unique<Stream>();
-    dev.copy_in = std::make_unique<Stream>();
-    dev.copy_out = std::make_unique<Stream>();
-    impl->devices.push_back(std::move(dev));
+    impl->devices.push_back(CreateVirtualCpuDevice(d, options.devices.capacity));
   }
+  impl->link = std::make_unique<HostLink>(options.emulate_host_link);
+  impl->tracer = std::make_unique<TraceRecorder>(options.trace);
 
   // The model: its bytes must be the ones the plan was made for.
   HARMONY_ASSIGN_OR_RETURN(std::string sha, common::Sha256OfFile(model_path));
@@ -1217,55 +1047,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   }
 
   // The host store.
-  std::map<std::string, std::pair<int, int>> owner;  // Name -> (vLayer, index).
-  for (int k = 0; k < impl->dec->num_vlayers(); ++k) {
-    const common::VLayerInfo& info = impl->dec->vlayers()[k];
-    auto h = std::make_unique<HostLayer>();
-    int64_t elements = 0;
-    HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> params,
-                             common::ResolveTensors(impl->model, info.parameters));
-    std::vector<bool> owned(params.size(), true);
-    for (size_t j = 0; j < params.size(); ++j) {
-      if (params[j].scalar_type() != at::kFloat) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "parameter ", info.parameters[j], " is ", params[j].scalar_type(),
-            "; the runtime trains float32 parameters"));
-      }
-      auto [it, fresh] = owner.emplace(info.parameters[j], std::make_pair(k, static_cast<int>(j)));
-      if (!fresh) {
-        owned[j] = false;
-        impl->host[it->second.first]->borrowers.emplace_back(k, static_cast<int>(j),
-                                                             it->second.second);
-        continue;
-      }
-      elements += params[j].numel();
-    }
-    HARMONY_RETURN_IF_ERROR(CallTorch("host store", [&] {
-      h->flat_params = at::empty({elements}, at::kFloat);
-      h->flat_grads = at::zeros({elements}, at::kFloat);
-      int64_t at = 0;
-      for (size_t j = 0; j < params.size(); ++j) {
-        const at::Tensor& p = params[j];
-        if (!owned[j]) {
-          const auto& [ok, oj] = owner.at(info.parameters[j]);
-          h->params.push_back(impl->host[ok]->params[oj]);
-          h->grads.push_back(at::zeros_like(p));
-          continue;
-        }
-        at::Tensor view = h->flat_params.narrow(0, at, p.numel()).view(p.sizes());
-        view.copy_(p.detach());
-        h->params.push_back(view);
-        h->grads.push_back(h->flat_grads.narrow(0, at, p.numel()).view(p.sizes()));
-        at += p.numel();
-      }
-    }, absl::StatusCode::kResourceExhausted));
-    HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> buffers,
-                             common::ResolveTensors(impl->model, info.buffers));
-    for (const at::Tensor& b : buffers) h->buffers.push_back(b.detach().clone());
-    HARMONY_ASSIGN_OR_RETURN(h->optimizer,
-                             CpuOptimizer::Create(options.optimizer, static_cast<size_t>(elements)));
-    impl->host.push_back(std::move(h));
-  }
+  HARMONY_ASSIGN_OR_RETURN(impl->host,
+                           HostStore::Create(impl->model, *impl->dec, options.optimizer));
   for (const Task& t : impl->graph.tasks) {
     impl->data_routes[t.id] = impl->RefsBetween({-1, 0}, t.vlayers);
     for (const Transfer& x : t.transfers) {
@@ -1285,7 +1068,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     std::vector<int>& deps = impl->update_deps[t.id];
     deps = t.depends_on;
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-      for (const auto& [b, j, jj] : impl->host[k]->borrowers) {
+      for (int b : impl->host->borrowers(k)) {
         for (const Task& other : impl->graph.tasks) {
           if (other.kind == TaskKind::kBackward && other.vlayers.begin <= b &&
               b < other.vlayers.end) {
@@ -1353,7 +1136,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   HARMONY_RETURN_IF_ERROR(CallTorch("minibatch", [&] { m.NextMinibatch(); }));
   m.error = absl::OkStatus();
   m.done.assign(m.graph.tasks.size(), false);
-  m.mail.clear();
+  m.mail.Reset();
   m.reduce_slots.clear();
   m.reduced.clear();
   m.losses.clear();
@@ -1361,12 +1144,12 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.compute_ns = 0;
   m.wait_ns = 0;
   m.optimizer_ns = 0;
-  for (Device& d : m.devices) d.memory->ResetPeak();
-  for (auto& h : m.host) h->grads_in = false;
+  for (auto& d : m.devices) d->ResetPeak();
+  m.host->StartIteration();
   std::vector<uint64_t> allocations_before, reused_before;
-  for (const Device& d : m.devices) {
-    allocations_before.push_back(d.memory->allocations());
-    reused_before.push_back(d.memory->reused());
+  for (const auto& d : m.devices) {
+    allocations_before.push_back(d->allocations());
+    reused_before.push_back(d->reused());
   }
 
   std::vector<std::thread> threads;
@@ -1380,7 +1163,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   for (std::thread& t : threads) t.join();
   if (!m.error.ok()) {
     absl::Status s = m.error;
-    m.mail.clear();
+    m.mail.Reset();
     m.reduce_slots.clear();
     return s;
   }
@@ -1401,10 +1184,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   out.bytes.data_in = m.counts[Impl::kDataIn];
   out.bytes.targets_in = m.counts[Impl::kTargetsIn];
   for (size_t d = 0; d < m.devices.size(); ++d) {
-    out.device_peak_bytes.push_back(m.devices[d].memory->peak());
-    out.device_allocations.push_back(m.devices[d].memory->allocations() -
+    out.device_peak_bytes.push_back(m.devices[d]->peak());
+    out.device_allocations.push_back(m.devices[d]->allocations() -
                                      allocations_before[d]);
-    out.device_reused.push_back(m.devices[d].memory->reused() - reused_before[d]);
+    out.device_reused.push_back(m.devices[d]->reused() - reused_before[d]);
   }
   out.compute_s = m.compute_ns * 1e-9;
   out.swap_wait_s = m.wait_ns * 1e-9;
@@ -1418,35 +1201,12 @@ absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& alias) const {
   const Impl& m = *impl_;
   auto canonical = m.aliases.find(alias);
   const std::string& name = canonical != m.aliases.end() ? canonical->second : alias;
-  for (int k = 0; k < m.dec->num_vlayers(); ++k) {
-    const common::VLayerInfo& info = m.dec->vlayers()[k];
-    for (size_t j = 0; j < info.parameters.size(); ++j) {
-      if (info.parameters[j] == name) return m.host[k]->params[j];
-    }
-    for (size_t j = 0; j < info.buffers.size(); ++j) {
-      if (info.buffers[j] == name) {
-        std::lock_guard<std::mutex> lock(m.host[k]->mu);
-        return m.host[k]->buffers[j];
-      }
-    }
-  }
-  return absl::NotFoundError(absl::StrCat("the model has no parameter or buffer ", name));
+  return m.host->Find(name);
 }
 
 absl::Status Runtime::SaveModel(const std::string& path) {
   Impl& m = *impl_;
-  HARMONY_RETURN_IF_ERROR(CallTorch("writing the weights into the model", [&] {
-    c10::NoGradGuard no_grad;
-    for (int k = 0; k < m.dec->num_vlayers(); ++k) {
-      const common::VLayerInfo& info = m.dec->vlayers()[k];
-      for (size_t j = 0; j < info.parameters.size(); ++j) {
-        common::ResolveTensor(m.model, info.parameters[j])->copy_(m.host[k]->params[j]);
-      }
-      for (size_t j = 0; j < info.buffers.size(); ++j) {
-        common::ResolveTensor(m.model, info.buffers[j])->copy_(m.host[k]->buffers[j]);
-      }
-    }
-  }, absl::StatusCode::kInternal));
+  HARMONY_RETURN_IF_ERROR(m.host->WriteInto(m.model));
   std::string bytes;
   HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("saving ", path), [&] {
     std::ostringstream out;
@@ -1458,64 +1218,13 @@ absl::Status Runtime::SaveModel(const std::string& path) {
 
 std::string Runtime::ChromeTrace() const {
   const Impl& m = *impl_;
-  nlohmann::json events = nlohmann::json::array();
-  const char* names[] = {"swap-in", "swap-out", "compute", "peer", "weights-in"};
-  for (int d = -1; d < static_cast<int>(m.devices.size()); ++d) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", d + 1},
-                      {"args", {{"name", d < 0 ? "host (CPU optimizer)"
-                                               : absl::StrCat("device ", d)}}}});
-    for (int s = 0; s < 5; ++s) {
-      if (d < 0 && s != kCompute) continue;
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", d + 1}, {"tid", s},
-                        {"args", {{"name", d < 0 ? "optimizer" : names[s]}}}});
-    }
-  }
-  std::lock_guard<std::mutex> lock(m.trace_mu);
-  for (const TraceEvent& e : m.trace) {
-    events.push_back({{"name", e.name}, {"ph", "X"}, {"pid", e.device + 1}, {"tid", e.stream},
-                      {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}});
-  }
-  nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  if (m.options.emulate_host_link > 0) {
-    doc["metadata"] = {{"host_link", "emulated"},
-                       {"host_link_bytes_per_s", m.options.emulate_host_link}};
-  }
-  return doc.dump();
+  return m.tracer->ChromeJson(static_cast<int>(m.devices.size()), m.options.emulate_host_link);
 }
 
 uint64_t DropoutSeed(uint64_t seed, int64_t iteration, int microbatch_offset, int vlayer) {
   return Mix(Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(iteration)) ^
                  static_cast<uint64_t>(microbatch_offset)) ^
              static_cast<uint64_t>(vlayer));
-}
-
-std::string MetricsJson(const IterationMetrics& m) {
-  nlohmann::json j = {
-      {"iteration", m.iteration},
-      {"loss", m.loss},
-      {"seconds", m.seconds},
-      {"samples_per_s", m.samples_per_s},
-      {"bytes",
-       {{"weights_in", m.bytes.weights_in},
-        {"gradients_out", m.bytes.gradients_out},
-        {"activations_in", m.bytes.activations_in},
-        {"activations_out", m.bytes.activations_out},
-        {"stash_out", m.bytes.stash_out},
-        {"stash_in", m.bytes.stash_in},
-        {"peer", m.bytes.peer},
-        {"data_in", m.bytes.data_in},
-        {"targets_in", m.bytes.targets_in},
-        {"to_device", m.bytes.to_device()},
-        {"to_host", m.bytes.to_host()}}},
-      {"device_peak_bytes", m.device_peak_bytes},
-      {"device_allocations", m.device_allocations},
-      {"device_reused", m.device_reused},
-      {"compute_s", m.compute_s},
-      {"swap_wait_s", m.swap_wait_s},
-      {"optimizer_s", m.optimizer_s},
-      {"emulated_host_link", m.emulated_link},
-  };
-  return j.dump();
 }
 
 }  // namespace harmony::executor

@@ -45,6 +45,7 @@
 #include "common/device_spec.h"
 #include "common/tensor_file.h"
 #include "executor/optim/cpu_optimizer.h"
+#include "executor/runtime/metrics.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::executor {
@@ -81,46 +82,6 @@ struct RuntimeOptions {
   // Checked at task boundaries; when it returns true the iteration stops
   // with Cancelled.
   std::function<bool()> cancelled;
-};
-
-// Bytes moved in one iteration, by kind, as the plan's estimates count them.
-struct SwapCounts {
-  uint64_t weights_in = 0;
-  uint64_t gradients_out = 0;  // With updated buffers.
-  uint64_t activations_in = 0;
-  uint64_t activations_out = 0;
-  uint64_t stash_out = 0;
-  uint64_t stash_in = 0;
-  uint64_t peer = 0;
-  uint64_t data_in = 0;     // forward's arguments from the loader.
-  uint64_t targets_in = 0;  // Targets of a loss applied outside the model.
-
-  uint64_t to_device() const {
-    return weights_in + activations_in + stash_in + data_in + targets_in;
-  }
-  uint64_t to_host() const { return gradients_out + activations_out + stash_out; }
-};
-
-struct IterationMetrics {
-  int64_t iteration = 0;  // From 0.
-  double loss = 0;        // Sum over microbatches of loss * size / D.
-  double seconds = 0;
-  double samples_per_s = 0;
-  SwapCounts bytes;
-  std::vector<uint64_t> device_peak_bytes;
-  // Storages each device needed during the iteration (weights, gradients,
-  // received activations, every tensor computed there): fresh from the
-  // process's allocator, and reused from the device's cache of freed
-  // storages (common/device_memory.h). From the second iteration on nearly
-  // all are reused: buffers are not allocated anew per task.
-  std::vector<uint64_t> device_allocations;
-  std::vector<uint64_t> device_reused;
-  // Summed over devices: computing, and waiting for weights and inputs.
-  double compute_s = 0;
-  double swap_wait_s = 0;
-  // The host's CPU optimizer.
-  double optimizer_s = 0;
-  bool emulated_link = false;
 };
 
 class Runtime {
@@ -176,9 +137,6 @@ class Runtime {
 // The seed of the random stream (dropout) of one vLayer's run on one
 // microbatch (named by its first sample in the minibatch) in one iteration.
 uint64_t DropoutSeed(uint64_t seed, int64_t iteration, int microbatch_offset, int vlayer);
-
-// Metrics as one JSON line (metrics.jsonl).
-std::string MetricsJson(const IterationMetrics& metrics);
 
 }  // namespace harmony::executor
 

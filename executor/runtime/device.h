@@ -1,0 +1,97 @@
+// A device the runtime trains on (DESIGN.md §6): its memory, where the
+// tensors a thread makes are placed, and the streams beside its compute.
+//
+// Residency and stream contract:
+//   - The runtime computes on a device from one thread of its own. Tensors
+//     made on a thread while a Placement of the device is alive there are
+//     on the device and count against its capacity until they are freed,
+//     whichever thread frees them; going over the capacity fails the
+//     allocation with c10::OutOfMemoryError naming the device, the activity
+//     and the bytes (the runtime turns it into ResourceExhausted).
+//   - Beside the compute thread, three streams (stream.h): weights() swaps
+//     weights in, copy_in() copies inputs from the host, copy_out() copies
+//     outputs and gradients to the host. Each runs its work in the order it
+//     was posted. Whoever posts work keeps what it reads alive until it has
+//     run (the runtime's closures capture the tensors they copy).
+//   - ToDevice / ToHost copy on the calling thread (on a stream's thread
+//     for swaps); a tensor handed to another device is copied by the sender
+//     under the receiver's Placement.
+//
+// The virtual CPU device is the first implementation: "device" tensors are
+// CPU tensors counted by common/device_memory.h. A CUDA device will
+// implement the same interface with CUDA streams and pinned host buffers.
+//
+// Thread-safety: thread-safe.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_DEVICE_H_
+#define HARMONY_EXECUTOR_RUNTIME_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <ATen/core/ivalue.h>
+
+#include "executor/runtime/stream.h"
+
+namespace harmony::executor {
+
+// While alive on the thread that made it, tensors made there are placed on
+// its device (or the host). Nests; the innermost wins. Confined to its thread.
+class Placement {
+ public:
+  virtual ~Placement() = default;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const { return name_; }  // "cpu:1"
+  int index() const { return index_; }
+
+  // Bytes: the capacity, in use now, the highest in use since the last
+  // ResetPeak. Storages the device allocated anew and served from its cache
+  // of freed ones (a caching allocator's hit rate).
+  virtual uint64_t capacity() const = 0;
+  virtual uint64_t used() const = 0;
+  virtual uint64_t peak() const = 0;
+  virtual void ResetPeak() = 0;
+  virtual uint64_t allocations() const = 0;
+  virtual uint64_t reused() const = 0;
+
+  // Places the calling thread's new tensors on this device while alive;
+  // `activity` says what runs, for out-of-memory errors.
+  virtual std::unique_ptr<Placement> Place(std::string activity) = 0;
+  // A copy of `v` on this device (a non-tensor is returned as is), made on
+  // the calling thread.
+  virtual c10::IValue ToDevice(const c10::IValue& v, std::string activity) = 0;
+
+  Stream& weights() { return weights_; }
+  Stream& copy_in() { return copy_in_; }
+  Stream& copy_out() { return copy_out_; }
+
+ protected:
+  Device(int index, std::string name) : index_(index), name_(std::move(name)) {}
+
+ private:
+  const int index_;
+  const std::string name_;
+  Stream weights_, copy_in_, copy_out_;
+};
+
+// Places the calling thread's new tensors in host memory while alive.
+std::unique_ptr<Placement> PlaceOnHost();
+
+// A copy of `v` in host memory, made on the calling thread.
+c10::IValue ToHost(const c10::IValue& v);
+
+// Virtual CPU device `index` ("cpu:<index>") of `capacity` bytes. Installs
+// the memory accounting (common/device_memory.h) on first use.
+std::unique_ptr<Device> CreateVirtualCpuDevice(int index, uint64_t capacity);
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_DEVICE_H_

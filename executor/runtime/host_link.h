@@ -1,0 +1,46 @@
+// The host link's emulation (DESIGN.md §6): one link between the host and
+// all devices, full duplex, at a given bandwidth per direction. A copy made
+// at memory speed is held until its bytes would have crossed the link:
+// transfers in one direction queue one after another, each counted from
+// when its real copy began (the copy happens on the link, not before it)
+// or from when the link is free, whichever is later. Figures made so are
+// labelled emulated. With no bandwidth, nothing is held.
+//
+// Thread-safety: thread-safe.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_HOST_LINK_H_
+#define HARMONY_EXECUTOR_RUNTIME_HOST_LINK_H_
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+
+namespace harmony::executor {
+
+enum class LinkDirection { kToDevice = 0, kToHost = 1 };
+
+class HostLink {
+ public:
+  // `bytes_per_s` per direction; 0: no emulation.
+  explicit HostLink(double bytes_per_s);
+
+  bool emulated() const { return bytes_per_s_ > 0; }
+  double bytes_per_s() const { return bytes_per_s_; }
+
+  // Seconds since the link was made: the runtime's clock.
+  double Now() const;
+
+  // Holds the caller until `bytes` have crossed in `direction`, counting
+  // from `since` (a Now() value) or from when the link is free.
+  void Cross(LinkDirection direction, uint64_t bytes, double since);
+
+ private:
+  const double bytes_per_s_;
+  const std::chrono::steady_clock::time_point epoch_;
+  std::mutex mu_;
+  double free_at_[2] = {0, 0};  // Guarded by mu_.
+};
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_HOST_LINK_H_

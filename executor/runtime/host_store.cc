@@ -1,0 +1,179 @@
+#include "executor/runtime/host_store.h"
+
+#include <map>
+#include <utility>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/decomposer.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+
+namespace harmony::executor {
+
+using common::CallTorch;
+
+absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::Module& model,
+                                                             const common::Decomposition& dec,
+                                                             const OptimizerOptions& optimizer) {
+  std::unique_ptr<HostStore> store(new HostStore());
+  std::vector<std::unique_ptr<Layer>>& layers = store->layers_;
+  std::map<std::string, std::pair<int, int>> owner;  // Name -> (vLayer, index).
+  for (int k = 0; k < dec.num_vlayers(); ++k) {
+    const common::VLayerInfo& info = dec.vlayers()[k];
+    auto h = std::make_unique<Layer>();
+    h->param_names = info.parameters;
+    h->buffer_names = info.buffers;
+    int64_t elements = 0;
+    HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> params,
+                             common::ResolveTensors(model, info.parameters));
+    std::vector<bool> owned(params.size(), true);
+    for (size_t j = 0; j < params.size(); ++j) {
+      if (params[j].scalar_type() != at::kFloat) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "parameter ", info.parameters[j], " is ", params[j].scalar_type(),
+            "; the runtime trains float32 parameters"));
+      }
+      auto [it, fresh] = owner.emplace(info.parameters[j], std::make_pair(k, static_cast<int>(j)));
+      if (!fresh) {
+        owned[j] = false;
+        Layer& first = it->second.first == k ? *h : *layers[it->second.first];
+        first.borrowers.emplace_back(k, static_cast<int>(j), it->second.second);
+        continue;
+      }
+      elements += params[j].numel();
+    }
+    HARMONY_RETURN_IF_ERROR(CallTorch("host store", [&] {
+      h->flat_params = at::empty({elements}, at::kFloat);
+      h->flat_grads = at::zeros({elements}, at::kFloat);
+      int64_t at = 0;
+      for (size_t j = 0; j < params.size(); ++j) {
+        const at::Tensor& p = params[j];
+        if (!owned[j]) {
+          const auto& [ok, oj] = owner.at(info.parameters[j]);
+          h->params.push_back(ok == k ? h->params[oj] : layers[ok]->params[oj]);
+          h->grads.push_back(at::zeros_like(p));
+          continue;
+        }
+        at::Tensor view = h->flat_params.narrow(0, at, p.numel()).view(p.sizes());
+        view.copy_(p.detach());
+        h->params.push_back(view);
+        h->grads.push_back(h->flat_grads.narrow(0, at, p.numel()).view(p.sizes()));
+        at += p.numel();
+      }
+    }, absl::StatusCode::kResourceExhausted));
+    HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> buffers,
+                             common::ResolveTensors(model, info.buffers));
+    for (const at::Tensor& b : buffers) h->buffers.push_back(b.detach().clone());
+    HARMONY_ASSIGN_OR_RETURN(h->optimizer,
+                             CpuOptimizer::Create(optimizer, static_cast<size_t>(elements)));
+    layers.push_back(std::move(h));
+  }
+  return store;
+}
+
+HostStore::~HostStore() = default;
+
+std::vector<at::Tensor> HostStore::buffers(int k) const {
+  std::lock_guard<std::mutex> lock(layers_[k]->mu);
+  return layers_[k]->buffers;
+}
+
+void HostStore::SetBuffers(int k, std::vector<at::Tensor> buffers) {
+  std::lock_guard<std::mutex> lock(layers_[k]->mu);
+  layers_[k]->buffers = std::move(buffers);
+}
+
+uint64_t HostStore::owned_gradient_bytes(int k) const { return layers_[k]->flat_grads.nbytes(); }
+
+std::vector<int> HostStore::borrowers(int k) const {
+  std::vector<int> out;
+  for (const auto& [b, j, jj] : layers_[k]->borrowers) out.push_back(b);
+  return out;
+}
+
+uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads) {
+  Layer& h = *layers_[k];
+  uint64_t bytes = 0;
+  std::lock_guard<std::mutex> lock(h.mu);
+  for (size_t j = 0; j < grads.size(); ++j) {
+    if (h.grads_in) {
+      h.grads[j].add_(grads[j]);
+    } else {
+      h.grads[j].copy_(grads[j]);
+    }
+    bytes += grads[j].nbytes();
+  }
+  h.grads_in = true;
+  return bytes;
+}
+
+void HostStore::Update(int k) {
+  Layer& h = *layers_[k];
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (!h.grads_in) h.flat_grads.zero_();
+  for (const auto& [b, j, jj] : h.borrowers) {
+    if (b == k) {
+      h.grads[jj].add_(h.grads[j]);
+      continue;
+    }
+    Layer& reader = *layers_[b];
+    std::lock_guard<std::mutex> reader_lock(reader.mu);
+    h.grads[jj].add_(reader.grads[j]);
+  }
+  if (h.optimizer->elements() > 0) {
+    h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
+  }
+  h.grads_in = false;
+}
+
+void HostStore::StartIteration() {
+  for (auto& h : layers_) {
+    std::lock_guard<std::mutex> lock(h->mu);
+    h->grads_in = false;
+  }
+}
+
+absl::StatusOr<at::Tensor> HostStore::Find(const std::string& name) const {
+  for (const auto& h : layers_) {
+    for (size_t j = 0; j < h->param_names.size(); ++j) {
+      if (h->param_names[j] == name) return h->params[j];
+    }
+    for (size_t j = 0; j < h->buffer_names.size(); ++j) {
+      if (h->buffer_names[j] == name) {
+        std::lock_guard<std::mutex> lock(h->mu);
+        return h->buffers[j];
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("the model has no parameter or buffer ", name));
+}
+
+absl::Status HostStore::WriteInto(torch::jit::Module& model) const {
+  return CallTorch("writing the weights into the model", [&] {
+    c10::NoGradGuard no_grad;
+    for (const auto& h : layers_) {
+      for (size_t j = 0; j < h->param_names.size(); ++j) {
+        common::ResolveTensor(model, h->param_names[j])->copy_(h->params[j]);
+      }
+      std::lock_guard<std::mutex> lock(h->mu);
+      for (size_t j = 0; j < h->buffer_names.size(); ++j) {
+        common::ResolveTensor(model, h->buffer_names[j])->copy_(h->buffers[j]);
+      }
+    }
+  }, absl::StatusCode::kInternal);
+}
+
+uint64_t HostStore::bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& h : layers_) {
+    bytes += h->flat_params.nbytes() + h->flat_grads.nbytes() +
+             h->optimizer->state().size() * sizeof(float);
+    std::lock_guard<std::mutex> lock(h->mu);
+    for (const at::Tensor& b : h->buffers) bytes += b.nbytes();
+  }
+  return bytes;
+}
+
+}  // namespace harmony::executor

@@ -1,0 +1,106 @@
+// The host store (DESIGN.md §6): the host's copy of every vLayer's master
+// weights, gradients, buffers and optimizer state, allocated once.
+//
+// Per vLayer, the parameters it owns are views into one flat fp32 buffer
+// (as the CPU optimizer wants them), with their gradients in another. A
+// parameter read by several vLayers (tied or shared weights) is owned by the
+// first; the others read the owner's master copy and get their own gradient
+// slot, added into the owner's before the owner's update. Buffers (BatchNorm
+// statistics) are replaced as a whole, never written in place, so a reader
+// holds a consistent snapshot.
+//
+// Thread-safety: thread-safe for the calls that say so (devices' threads
+// deliver gradients and buffers while the host updates other vLayers);
+// params() views are written only by Update, which the runtime runs when no
+// device reads that vLayer's weights.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_HOST_STORE_H_
+#define HARMONY_EXECUTOR_RUNTIME_HOST_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "executor/optim/cpu_optimizer.h"
+
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+
+namespace harmony::common {
+class Decomposition;
+}  // namespace harmony::common
+
+namespace harmony::executor {
+
+class HostStore {
+ public:
+  // The store for `dec`'s vLayers, initialised from `model`'s tensors.
+  // FailedPrecondition for a parameter that is not float32;
+  // ResourceExhausted when host memory runs out.
+  static absl::StatusOr<std::unique_ptr<HostStore>> Create(const torch::jit::Module& model,
+                                                           const common::Decomposition& dec,
+                                                           const OptimizerOptions& optimizer);
+  ~HostStore();
+
+  int num_vlayers() const { return static_cast<int>(layers_.size()); }
+
+  // Master weights of vLayer k, in its parameter order (a borrowed one is
+  // the owner's).
+  const std::vector<at::Tensor>& params(int k) const { return layers_[k]->params; }
+  // A snapshot of vLayer k's buffers. Thread-safe.
+  std::vector<at::Tensor> buffers(int k) const;
+  // Replaces them. Thread-safe.
+  void SetBuffers(int k, std::vector<at::Tensor> buffers);
+  // Bytes of the gradients of the parameters vLayer k owns.
+  uint64_t owned_gradient_bytes(int k) const;
+  // vLayers that read a parameter vLayer k owns (k itself included when it
+  // reads one twice).
+  std::vector<int> borrowers(int k) const;
+
+  // Adds `grads` (vLayer k's, in parameter order, on any device the host
+  // reads) into its gradient slots, or copies them if none arrived yet this
+  // iteration. Returns the bytes. Thread-safe.
+  uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads);
+  // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
+  // clears for the next iteration (zero gradients if none arrived).
+  // Thread-safe against AddGradients / SetBuffers of other vLayers.
+  void Update(int k);
+  // A new iteration: no gradients have arrived.
+  void StartIteration();
+
+  // The master copy of a parameter or buffer by its name in the
+  // decomposition (canonical names; the runtime maps aliases).
+  absl::StatusOr<at::Tensor> Find(const std::string& name) const;
+  // Copies the master weights and buffers into `model`'s tensors.
+  absl::Status WriteInto(torch::jit::Module& model) const;
+  // Host memory held: weights, gradients, optimizer state, buffers.
+  uint64_t bytes() const;
+
+ private:
+  struct Layer {
+    std::vector<std::string> param_names, buffer_names;
+    at::Tensor flat_params, flat_grads;  // Owned parameters only.
+    std::vector<at::Tensor> params, grads;
+    // (vLayer, index in it, index here) of every later reader of a
+    // parameter this vLayer owns.
+    std::vector<std::tuple<int, int, int>> borrowers;
+    mutable std::mutex mu;            // Guards `buffers` and `grads_in`.
+    std::vector<at::Tensor> buffers;  // Replaced, never written in place.
+    bool grads_in = false;            // Some gradients arrived this iteration.
+    std::unique_ptr<CpuOptimizer> optimizer;
+  };
+  HostStore() = default;
+
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_HOST_STORE_H_

@@ -1,0 +1,60 @@
+// What one training iteration did (DESIGN.md §10): bytes moved by kind,
+// device peaks and allocations, time computing and waiting, the loss.
+//
+// Thread-safety: plain values.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_METRICS_H_
+#define HARMONY_EXECUTOR_RUNTIME_METRICS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace harmony::executor {
+
+// Bytes moved in one iteration, by kind, as the plan's estimates count them.
+struct SwapCounts {
+  uint64_t weights_in = 0;
+  uint64_t gradients_out = 0;  // With updated buffers.
+  uint64_t activations_in = 0;
+  uint64_t activations_out = 0;
+  uint64_t stash_out = 0;
+  uint64_t stash_in = 0;
+  uint64_t peer = 0;
+  uint64_t data_in = 0;     // forward's arguments from the loader.
+  uint64_t targets_in = 0;  // Targets of a loss applied outside the model.
+
+  uint64_t to_device() const {
+    return weights_in + activations_in + stash_in + data_in + targets_in;
+  }
+  uint64_t to_host() const { return gradients_out + activations_out + stash_out; }
+};
+
+struct IterationMetrics {
+  int64_t iteration = 0;  // From 0.
+  double loss = 0;        // Sum over microbatches of loss * size / D.
+  double seconds = 0;
+  double samples_per_s = 0;
+  SwapCounts bytes;
+  std::vector<uint64_t> device_peak_bytes;
+  // Storages each device needed during the iteration (weights, gradients,
+  // received activations, every tensor computed there): fresh from the
+  // process's allocator, and reused from the device's cache of freed
+  // storages (common/device_memory.h). From the second iteration on nearly
+  // all are reused: buffers are not allocated anew per task.
+  std::vector<uint64_t> device_allocations;
+  std::vector<uint64_t> device_reused;
+  // Summed over devices: computing, and waiting for weights and inputs.
+  double compute_s = 0;
+  double swap_wait_s = 0;
+  // The host's CPU optimizer.
+  double optimizer_s = 0;
+  bool emulated_link = false;
+};
+
+// Metrics as one JSON line (metrics.jsonl).
+std::string MetricsJson(const IterationMetrics& metrics);
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_METRICS_H_
