@@ -42,6 +42,18 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
       o.schedule == Schedule::kHarmony
           ? SearchSchedule(*made.cost, search)
           : PlanBaseline(*made.cost, search, std::max(1, o.microbatch));
+  // A baseline without a pinned microbatch runs at its own best: the
+  // fastest simulated power of two that fits (microbatch 1 if none does).
+  if (o.schedule != Schedule::kHarmony && o.microbatch <= 0 && found.ok()) {
+    const int largest = std::min(o.minibatch, made.cost->max_backward_microbatch());
+    for (int u = 2; u <= largest; u *= 2) {
+      absl::StatusOr<SearchResult> other = PlanBaseline(*made.cost, search, u);
+      if (!other.ok() || !other->sim.fits) continue;
+      if (!found->sim.fits || other->sim.iteration_s < found->sim.iteration_s) {
+        found = std::move(other);
+      }
+    }
+  }
   if (!found.ok()) {
     if (absl::IsResourceExhausted(found.status()) && o.memory_reserve > 0) {
       return absl::Status(found.status().code(),

@@ -31,7 +31,7 @@ struct MakePlanOptions {
   int minibatch = 0;
   std::optional<Mode> mode;  // Empty: both.
   Schedule schedule = Schedule::kHarmony;
-  int microbatch = 0;        // > 0 pins it; a baseline uses max(1, microbatch).
+  int microbatch = 0;        // > 0 pins it; 0: a baseline takes its fastest that fits.
   Packing backward_packs;    // Non-empty pins the backward packing.
   double time_tolerance = 0.05;
   // > 0: plan for this host link (bytes/s per direction) instead of the
