@@ -35,7 +35,6 @@
 #include "executor/runtime/host_store.h"
 #include "executor/runtime/mailbox.h"
 #include "executor/runtime/trace.h"
-#include "nlohmann/json.hpp"
 #include "planner/plan/plan_builder.h"
 
 namespace harmony::executor {
@@ -58,13 +57,6 @@ double Since(Clock::time_point start) {
 
 uint64_t BytesOf(const c10::IValue& v) {
   return v.isTensor() ? static_cast<uint64_t>(v.toTensor().nbytes()) : 0;
-}
-
-// A copy of `v` made under the current memory scope (a real copy, as a
-// transfer to or from a device is).
-c10::IValue Copy(const c10::IValue& v) {
-  if (!v.isTensor()) return v;
-  return v.toTensor().detach().clone();
 }
 
 uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser.
@@ -366,7 +358,7 @@ struct Runtime::Impl {
       HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " inputs"), [&] {
         for (auto& [ref, v] : got) {
           bytes += BytesOf(v);
-          v = Copy(v);
+          v = devices[d]->ToDevice(v, absl::StrCat("inputs of task ", t.id));
         }
       }, absl::StatusCode::kInternal));
       Link(0, bytes, copy_start);
@@ -454,9 +446,6 @@ struct Runtime::Impl {
       piece.size = mb.size;
       uint64_t bytes = 0;
       HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " sending"), [&] {
-        auto placed = x.channel == Channel::kPeer
-                          ? devices[to.device]->Place(absl::StrCat("receiving from task ", t.id))
-                          : PlaceOnHost();
         for (const Ref& r : refs) {
           auto it = values.find(r);
           if (it == values.end()) {
@@ -466,7 +455,10 @@ struct Runtime::Impl {
                 " to send to task ", to.id));
           }
           bytes += BytesOf(it->second);
-          piece.values[r] = x.channel == Channel::kPeer ? Copy(it->second) : it->second;
+          piece.values[r] = x.channel == Channel::kPeer
+                                ? devices[to.device]->ToDevice(
+                                      it->second, absl::StrCat("receiving from task ", t.id))
+                                : it->second;
         }
       }, absl::StatusCode::kInternal));
       if (x.channel == Channel::kHost) {
@@ -487,10 +479,9 @@ struct Runtime::Impl {
         uint64_t bytes = 0;
         std::map<Ref, c10::IValue> on_host;
         absl::Status copied = CallTorch(absl::StrCat("task ", from, " sending"), [&] {
-          auto placed = PlaceOnHost();
           for (const auto& [ref, v] : s.piece.values) {
             bytes += BytesOf(v);
-            on_host[ref] = Copy(v);
+            on_host[ref] = ToHost(v);
           }
         }, absl::StatusCode::kInternal);
         if (!copied.ok()) return Fail(copied);

@@ -36,7 +36,8 @@ struct Hold {
   // Held at least until the device's next task after this one has computed
   // its first microbatch: a copy out runs on its own thread in the runtime
   // and may be that late however fast the link.
-  int at_least_past_task = -1;
+  // (The task's position in its device's list; -1: no such bound.)
+  int at_least_past_position = -1;
 };
 
 class Sim {
@@ -354,7 +355,7 @@ class Sim {
         gradients_out[x->peer_task].push_back(op);
         grads_free = op;
       }
-      holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, t.id});
+      holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, position});
     }
     // A reduction starts when every device has its gradients.
     for (const auto& [pack, ops] : reduce_waiting) {
@@ -453,11 +454,11 @@ class Sim {
       double from = ops_[h.from_op].start;
       if (h.or_from_op >= 0) from = std::min(from, ops_[h.or_from_op].start);
       double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
-      if (h.at_least_past_task >= 0) {
+      if (h.at_least_past_position >= 0) {
         const std::vector<int>& list = device_tasks_.at(h.device);
-        auto it = std::find(list.begin(), list.end(), h.at_least_past_task);
-        if (it != list.end() && it + 1 != list.end() && first_compute_[*(it + 1)] >= 0) {
-          until = std::max(until, ops_[first_compute_[*(it + 1)]].end);
+        const size_t next = static_cast<size_t>(h.at_least_past_position) + 1;
+        if (next < list.size() && first_compute_[list[next]] >= 0) {
+          until = std::max(until, ops_[first_compute_[list[next]]].end);
         }
       }
       events[h.device].push_back({from, static_cast<int64_t>(h.bytes)});
