@@ -90,6 +90,8 @@ struct Measurement {
   uint64_t peak = 0;
   // With autograd: what the forward's graph keeps until the backward.
   uint64_t saved = 0;
+  // A backward's peak before its gradients exist (see RunOnce).
+  uint64_t first_peak = 0;
   std::string error;  // Why it did not fit.
 };
 
@@ -117,7 +119,7 @@ struct Context {
 // One run of vLayer k's forward (or recompute + backward) with its weights
 // and inputs copied onto a fresh device of the given capacity.
 absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
-                                    int64_t u) {
+                                    int64_t u, bool with_gradients = true) {
   DeviceMemory memory("cpu:0", c.capacity);
   Measurement m;
   double elapsed = 0;
@@ -136,6 +138,13 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
     }
     std::vector<at::Tensor> targets;
     for (const at::Tensor& t : c.targets) targets.push_back(OnDevice(t, false));
+    if (backward && with_gradients) {
+      // The gradients exist, as in the runtime from a task's second
+      // microbatch on; the backward adds into them.
+      for (at::Tensor& p : params) {
+        if (p.requires_grad()) p.mutable_grad() = at::zeros_like(p);
+      }
+    }
     c10::AutoGradMode grad_mode(backward);
     const uint64_t before = memory.used();
     const double start = Now();
@@ -191,7 +200,12 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
 absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
                                     int64_t u, int repeats, bool warm_up = false) {
   HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u));
-  if (!first.fits || repeats == 0) return first;
+  if (!first.fits) return first;
+  if (backward) {  // A task's first microbatch: memory only.
+    HARMONY_ASSIGN_OR_RETURN(Measurement fresh, RunOnce(c, k, backward, u, false));
+    first.first_peak = fresh.peak;
+  }
+  if (repeats == 0) return first;
   std::vector<double> times;
   if (!warm_up) {
     times.push_back(first.time_s);
@@ -419,6 +433,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   profile->set_num_devices(options.devices.count);
   profile->set_optimizer(options.optimizer);
   profile->set_repeats(options.repeats);
+  profile->set_backward_peak_with_gradients(true);
   for (int k = 0; k < n; ++k) {
     proto::VLayerProfile* v = profile->add_vlayers();
     v->set_vlayer(k);
@@ -477,6 +492,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       row.set_backward_fits(b.fits);
       row.set_backward_time_s(b.time_s);
       row.set_backward_peak_bytes(b.peak);
+      row.set_backward_first_peak_bytes(b.first_peak);
       row.set_saved_bytes(b.saved);
       *bwd_fit = *bwd_fit && b.fits;
       std::vector<c10::IValue> in = c.InputsOf(k);

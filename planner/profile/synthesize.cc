@@ -94,6 +94,10 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
       m.set_forward_peak_bytes(peak(m.forward_peak_bytes(), in.parameter_bytes()));
       m.set_backward_peak_bytes(peak(m.backward_peak_bytes(),
                                      in.parameter_bytes() + in.gradient_bytes()));
+      if (m.backward_first_peak_bytes() > 0) {
+        m.set_backward_first_peak_bytes(
+            peak(m.backward_first_peak_bytes(), in.parameter_bytes() + in.gradient_bytes()));
+      }
       m.set_saved_bytes(static_cast<uint64_t>(m.saved_bytes() * a));
       for (auto& t : *m.mutable_inputs()) scale_meta(&t, a);
       for (auto& t : *m.mutable_outputs()) scale_meta(&t, a);

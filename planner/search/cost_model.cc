@@ -31,6 +31,7 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
   m->max_forward_ = static_cast<int>(p.max_forward_microbatch());
   m->max_backward_ = static_cast<int>(p.max_backward_microbatch());
   m->batch_statistics_ = file.model().has_batch_statistics();
+  m->peak_with_gradients_ = p.backward_peak_with_gradients();
   // A loss applied outside the model reads the targets on the device of the
   // last backward pack.
   if (file.model().loss() != proto::LOSS_FROM_MODEL) {
@@ -93,6 +94,9 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
                                                                   : r.backward_time_s();
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
+      row.cost.backward_first_peak = r.backward_first_peak_bytes();
+      m->first_peaks_ =
+          m->peak_with_gradients_ && (m->first_peaks_ || r.backward_first_peak_bytes() > 0);
       row.cost.saved_bytes = r.saved_bytes();
       m->measured_saved_ = m->measured_saved_ || r.saved_bytes() > 0;
       row.cost.forward_fits = r.forward_fits();
@@ -226,11 +230,14 @@ LayerCost CostModel::Compute(int layer, int u) const {
                 if (&a == &b && t != 0.0) {
                   c.backward_s = a.cost.backward_s * t;
                   c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
+                  c.backward_first_peak = static_cast<uint64_t>(a.cost.backward_first_peak * t);
                   c.saved_bytes = static_cast<uint64_t>(a.cost.saved_bytes * t);
                   return;
                 }
                 c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
                 c.backward_peak = LerpBytes(a.cost.backward_peak, b.cost.backward_peak, t);
+                c.backward_first_peak =
+                    LerpBytes(a.cost.backward_first_peak, b.cost.backward_first_peak, t);
                 c.saved_bytes = LerpBytes(a.cost.saved_bytes, b.cost.saved_bytes, t);
               });
   // Fits up to the largest size measured to fit with nothing failing below.
@@ -382,7 +389,29 @@ uint64_t CostModel::ForwardMemory(int begin, int end, int u) const {
   return WeightBytes(begin, end) + transient;
 }
 
-uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
+uint64_t CostModel::InputBytesFromBefore(int layer, int begin, int u) const {
+  if (inputs_.empty()) return layer == begin ? Cost(layer, u).input_bytes : 0;
+  std::set<std::pair<int, int>> seen;
+  uint64_t total = 0;
+  const auto& in = inputs_[layer];
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].first >= begin || !seen.insert(in[i]).second) continue;
+    if (i < in_slots_[layer].size()) total += in_slots_[layer][i].Bytes(u);
+  }
+  return total;
+}
+
+uint64_t CostModel::ForwardWorkingBytes(int begin, int end, int u) const {
+  uint64_t working = 0;
+  for (int l = begin; l < end; ++l) {
+    working = std::max(working, Sub(Cost(l, u).forward_peak,
+                                    sizes_[l].weight_bytes() + InputBytesFromBefore(l, begin, u)));
+  }
+  return working;
+}
+
+uint64_t CostModel::BackwardTop(int begin, int end, int u, bool seed_held,
+                                bool first) const {
   uint64_t saved = 0;  // Of the vLayers up to l.
   uint64_t top = 0;
   for (int l = begin; l < end; ++l) {
@@ -394,11 +423,41 @@ uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
       continue;
     }
     saved += c.saved_bytes;
-    top = std::max(top, saved + Sub(c.backward_peak,
-                                    s.weight_bytes() + c.input_bytes + c.saved_bytes));
+    uint64_t peak = c.backward_peak;
+    uint64_t held = s.weight_bytes() + c.input_bytes + c.saved_bytes;
+    if (first && c.backward_first_peak > 0) {
+      // Autograd makes this vLayer's gradients as it goes (they are in the
+      // peak); the later vLayers' exist by the time it runs.
+      peak = c.backward_first_peak + GradientBytes(l + 1, end);
+    } else if (peak_with_gradients_) {
+      // The pack's gradients are counted once by the caller; a peak measured
+      // with them allocated holds this vLayer's.
+      held += s.gradient_bytes;
+    }
+    // The profiler seeds the backward of every floating output with a
+    // tensor of ones: at the pack's last vLayer, the gradients that arrive.
+    if (seed_held && l == end - 1 && l < num_layers() - 1) {
+      if (out_slots_.empty()) {
+        held += c.output_bytes;
+      } else {
+        for (const Slot& sl : out_slots_[l]) {
+          if (sl.floating) held += sl.Bytes(u);
+        }
+      }
+    }
+    top = std::max(top, saved + Sub(peak, held));
   }
-  return WeightBytes(begin, end) + GradientBytes(begin, end) +
-         PackInputBytes(begin, end, u) + std::max(top, saved);
+  return std::max(top, saved);
+}
+
+uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
+  const uint64_t fixed = WeightBytes(begin, end) + PackInputBytes(begin, end, u);
+  const uint64_t later = GradientBytes(begin, end) + BackwardTop(begin, end, u, false, false);
+  return fixed + std::max(later, BackwardTop(begin, end, u, false, true));
+}
+
+uint64_t CostModel::BackwardWorkingBytes(int begin, int end, int u, bool first) const {
+  return BackwardTop(begin, end, u, true, first);
 }
 
 uint64_t CostModel::TargetBytes(int microbatch) const {

@@ -42,6 +42,8 @@ struct LayerCost {
   double backward_s = 0;  // Including the recompute.
   uint64_t forward_peak = 0;
   uint64_t backward_peak = 0;
+  // Before the gradients exist (a task's first microbatch); 0: unknown.
+  uint64_t backward_first_peak = 0;
   // What the forward keeps for autograd until the backward (0 when the
   // profile did not measure it).
   uint64_t saved_bytes = 0;
@@ -138,11 +140,27 @@ class CostModel {
   // Device memory the pack needs while it runs (see above).
   uint64_t ForwardMemory(int begin, int end, int microbatch) const;
   uint64_t BackwardMemory(int begin, int end, int microbatch) const;
+  // What a microbatch of the pack holds on the device while it computes
+  // beyond what the simulator holds on its own: the weights, the gradients,
+  // the activations that enter the pack (in the forward, those read from
+  // before `begin`; in the backward, also the gradients that arrive).
+  // `first`: the task's first microbatch, when the gradients do not exist
+  // yet and are made as the backward goes (the result then includes them).
+  uint64_t ForwardWorkingBytes(int begin, int end, int microbatch) const;
+  uint64_t BackwardWorkingBytes(int begin, int end, int microbatch, bool first) const;
+  // Whether BackwardWorkingBytes(first = true) includes the pack's
+  // gradients (profiles that measured the first microbatch's peak).
+  bool first_working_has_gradients() const { return first_peaks_; }
 
  private:
   CostModel() = default;
   LayerCost Compute(int layer, int microbatch) const;  // Uncached.
   void Precompute();
+  // Bytes of `layer`'s inputs produced before `begin` (each tensor once).
+  uint64_t InputBytesFromBefore(int layer, int begin, int microbatch) const;
+  // The backward's transient beyond weights, gradients and the pack's
+  // input, at its highest; without the arriving gradients when `seed_held`.
+  uint64_t BackwardTop(int begin, int end, int microbatch, bool seed_held, bool first) const;
 
   // Costs and prefix sums of times for microbatches 1..kCached.
   static constexpr int kCached = 256;
@@ -177,6 +195,8 @@ class CostModel {
   uint64_t target_bytes_per_sample_ = 0;
   bool uses_rng_ = false;
   bool measured_saved_ = false;  // The profile has saved_bytes.
+  bool peak_with_gradients_ = false;  // Backward peaks hold the gradients.
+  bool first_peaks_ = false;          // ...and backward_first_peak is measured.
 };
 
 }  // namespace harmony::planner

@@ -65,6 +65,37 @@ TEST(CostModelTest, BackwardMemoryFromSavedActivations) {
   EXPECT_EQ(m->Cost(1, 6).saved_bytes, 2 * o.activation_bytes * 6);
 }
 
+// Profiles since issue 17 measure the backward with the gradients allocated
+// (its peak holds them all) and apart from that a task's first microbatch.
+// The simulator's working sets leave out what it holds on its own.
+TEST(CostModelTest, WorkingSetsBesideWhatTheSimulatorHolds) {
+  FakeProfileOptions o;
+  proto::ProfileFile file = MakeFakeProfile(o);
+  file.mutable_profile()->set_backward_peak_with_gradients(true);
+  for (auto& v : *file.mutable_profile()->mutable_vlayers()) {
+    for (auto& row : *v.mutable_by_microbatch()) {
+      row.set_saved_bytes(2 * o.activation_bytes * row.size());  // Peak: 2P + 4a.
+      // Fresh gradients: half of them at the peak.
+      row.set_backward_first_peak_bytes(row.backward_peak_bytes() - o.parameter_bytes / 2);
+    }
+  }
+  auto m = *CostModel::Create(file);
+  const uint64_t p = o.parameter_bytes, a = o.activation_bytes * 8;
+  EXPECT_TRUE(m->first_working_has_gradients());
+  // Transient beyond weights, gradients, input and saved: a (not P + a).
+  EXPECT_EQ(m->BackwardMemory(2, 3, 8), 2 * p + a + 2 * a + a);
+  // Less the gradients arriving from vLayer 3 (its output, a): the saved 2a.
+  EXPECT_EQ(m->BackwardWorkingBytes(2, 3, 8, false), 2 * a);
+  // First microbatch, highest at vLayer 1: its saved 2a, its peak's P/2 + a
+  // above weights, input and saved (half its gradients), and vLayer 2's
+  // gradients (P), made by then.
+  EXPECT_EQ(m->BackwardWorkingBytes(1, 3, 8, true), 2 * a + p / 2 + a + p);
+  // Forward: the pack's input (a) is held apart; vLayer 2 reads vLayer 1's
+  // output inside the pack, in its peak.
+  EXPECT_EQ(m->ForwardWorkingBytes(1, 2, 8), 2 * a);
+  EXPECT_EQ(m->ForwardWorkingBytes(1, 3, 8), 3 * a);
+}
+
 // A loss applied outside the model reads the targets on the device of the
 // last pack: they are moved there (the task graph's data in); their memory
 // is in the last vLayer's measured backward peak already.
