@@ -142,7 +142,8 @@ absl::StatusOr<nlohmann::json> BenchOptimizer(const BenchOptions& o) {
 absl::StatusOr<nlohmann::json> BenchPlanner(const BenchOptions& o) {
   constexpr int kMinibatch = 64;
   constexpr int kDevices = 4;
-  const ModelSpec spec = BenchModels(o.quick).front();  // gpt
+  // The small gpt: its vLayers are what the synthesized models repeat.
+  const ModelSpec spec = BenchModels(/*quick=*/true).front();
   absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, kMinibatch);
   if (!model.ok()) return model.status();
   absl::StatusOr<proto::ProfileFile> base =

@@ -26,8 +26,15 @@ using planner::Schedule;
 
 constexpr Schedule kSchedules[] = {Schedule::kHarmony, Schedule::kOndemand, Schedule::kGpipe,
                                    Schedule::kDpSwap};
-constexpr int kDeviceCounts[] = {2, 4};
-constexpr int kMinibatches[] = {16, 64, 256};
+// The quick form: small models over several shapes. The full form: models
+// of tens of MiB on this host's two devices, with the emulated link only
+// (about 30 minutes on 2 cores).
+std::vector<int> DeviceCounts(bool quick) {
+  return quick ? std::vector<int>{2, 4} : std::vector<int>{2};
+}
+std::vector<int> Minibatches(bool quick) {
+  return quick ? std::vector<int>{16, 64, 256} : std::vector<int>{64};
+}
 constexpr int kQuickEmulatedMinibatch = 64;
 // Losses of one plan vs the plain loop over the same microbatches: the
 // runtime is exact (bit-identical in vPP, 1e-6 in vDP; see runtime_test),
@@ -60,23 +67,42 @@ std::string ReferenceKey(const proto::Plan& plan) {
                       c.forward_microbatch(), "/", c.backward_microbatch(), "/", c.minibatch());
 }
 
+// Seconds of forward and backward for `minibatch` samples on one device, at
+// the largest profiled microbatch whose backward fits (the profile's
+// backward times include the forward's recompute: the plain loop runs
+// forward and backward once, so that is its time).
+double ComputeBound(const proto::ProfileFile& p, int minibatch) {
+  double seconds = 0;
+  for (const proto::VLayerProfile& v : p.profile().vlayers()) {
+    const proto::MicrobatchProfile* best = nullptr;
+    for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
+      if (r.backward_fits() && static_cast<int>(r.size()) <= minibatch) best = &r;
+    }
+    if (best == nullptr) continue;
+    seconds += best->backward_time_s() * minibatch / best->size();
+  }
+  return seconds;
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emulated_link) {
   nlohmann::json out;
-  out["devices"] = kDeviceCounts;
-  out["minibatches"] = kMinibatches;
+  const std::vector<int> device_counts = DeviceCounts(o.quick);
+  const std::vector<int> minibatches = Minibatches(o.quick);
+  out["devices"] = device_counts;
+  out["minibatches"] = minibatches;
   out["reference_tolerance"] = kReferenceTolerance;
   out["cross_schedule_tolerance"] = kCrossScheduleTolerance;
   nlohmann::json& checks = out["checks"] = nlohmann::json::array();
   nlohmann::json& configs = out["configs"] = nlohmann::json::array();
-  const int max_minibatch = *std::max_element(std::begin(kMinibatches), std::end(kMinibatches));
+  const int max_minibatch = *std::max_element(std::begin(minibatches), std::end(minibatches));
   for (const ModelSpec& spec : BenchModels(o.quick)) {
     Log(absl::StrCat("schedules: writing and profiling ", spec.name));
     absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, max_minibatch);
     if (!model.ok()) return model.status();
     std::map<int, proto::ProfileFile> profiles;
-    for (int n : kDeviceCounts) {
+    for (int n : device_counts) {
       Stopwatch watch;
       absl::StatusOr<proto::ProfileFile> p =
           ProfileOn(model->model_path, model->data, n, max_minibatch);
@@ -90,14 +116,18 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
     // weights and buffers) at which every schedule plans for every
     // configuration. Training without swapping needs weights, gradients and
     // momentum (3P) and the activations on the device: it must swap.
-    uint64_t cap = RoundUp(2 * WeightBytes(any), 64 << 10);
+    // At scale, from a quarter of the weights (the paper's ratio), growing
+    // by a quarter until every schedule plans.
+    uint64_t cap = o.quick ? RoundUp(2 * WeightBytes(any), 64 << 10)
+                           : RoundUp(WeightBytes(any) / 4, 64 << 10);
     std::map<std::string, planner::MadePlan> plans;  // key: n/d/schedule
     absl::Status why = absl::OkStatus();
-    for (int attempt = 0; attempt < 12; ++attempt, cap = RoundUp(cap * 3 / 2, 64 << 10)) {
+    for (int attempt = 0; attempt < 12;
+         ++attempt, cap = RoundUp(o.quick ? cap * 3 / 2 : cap * 5 / 4, 64 << 10)) {
       plans.clear();
       why = absl::OkStatus();
-      for (int n : kDeviceCounts) {
-        for (int d : kMinibatches) {
+      for (int n : device_counts) {
+        for (int d : minibatches) {
           for (Schedule s : kSchedules) {
             absl::StatusOr<planner::MadePlan> made =
                 PlanSchedule(profiles[n], PlanOptions(n, cap, d, s, 0));
@@ -120,8 +150,8 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
     Log(absl::StrCat("schedules: ", spec.name, " on devices of ", common::FormatBytes(cap),
                      " (weights ", common::FormatBytes(WeightBytes(any)), ")"));
     std::map<std::string, std::vector<double>> references;
-    for (int n : kDeviceCounts) {
-      for (int d : kMinibatches) {
+    for (int n : device_counts) {
+      for (int d : minibatches) {
         nlohmann::json config;
         config["model"] = spec.name;
         config["zoo"] = ZooJson(spec.zoo);
@@ -137,6 +167,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           // The emulated link is slow (a GPU server's balance on a CPU's
           // compute rate): quick runs emulate the smaller minibatches only.
           if (link > 0 && o.quick && d > kQuickEmulatedMinibatch) continue;
+          if (link == 0 && !o.quick) continue;
           std::vector<double> harmony_losses;
           for (Schedule s : kSchedules) {
             const std::string label = absl::StrFormat(
@@ -235,7 +266,48 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                                 seconds.median, made.result.sim.iteration_s));
             runs.push_back(std::move(r));
           }
+          // On-demand at Harmony's microbatch too, when its planner took
+          // another (the paper compares at the same microbatch).
+          const nlohmann::json* h = nullptr;
+          const nlohmann::json* od = nullptr;
+          for (const auto& r : runs) {
+            if (r["emulated"] != (link > 0)) continue;
+            if (r["schedule"] == "harmony") h = &r;
+            if (r["schedule"] == "ondemand") od = &r;
+          }
+          if (h != nullptr && od != nullptr &&
+              (*h)["backward_microbatch"] != (*od)["backward_microbatch"]) {
+            planner::MakePlanOptions m = PlanOptions(n, cap, d, Schedule::kOndemand, link);
+            m.microbatch = (*h)["backward_microbatch"].get<int>();
+            absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
+            if (planned.ok()) {
+              absl::StatusOr<RunResult> run =
+                  TrainWithPlan(planned->plan, model->model_path, data, cap, link, o.runs);
+              if (!run.ok()) return run.status();
+              const Stats seconds = Summarize(run->seconds);
+              nlohmann::json r;
+              r["schedule"] = "ondemand";
+              r["at_harmony_microbatch"] = true;
+              r["emulated"] = link > 0;
+              r["host_link_bytes_per_s"] = link;
+              r["backward_microbatch"] = m.microbatch;
+              r["iteration_s"] = ToJson(seconds);
+              r["simulated_s"] = planned->result.sim.iteration_s;
+              r["simulator_error"] =
+                  (planned->result.sim.iteration_s - seconds.median) / seconds.median;
+              r["swap_bytes"] = SwapJson(run->bytes);
+              Log(absl::StrFormat("schedules: %s, ondemand at microbatch %d: %.3f s (%.3f s "
+                                  "simulated)", spec.name, m.microbatch, seconds.median,
+                                  planned->result.sim.iteration_s));
+              config["ondemand_at_harmony_microbatch"] = std::move(r);
+            }
+          }
         }
+        // The bound on an iteration: the plain compute of the minibatch
+        // spread over the devices (forward and backward, at the largest
+        // profiled microbatch that fits), or the least host-link traffic
+        // (below) over the emulated link, whichever is longer.
+        config["compute_bound_s"] = ComputeBound(profiles[n], d) / n;
         // The lower bound: each weight (and buffer) in once per pass that
         // needs it (forward, backward), each gradient out once, the data in.
         uint64_t data_in = 0;
@@ -244,6 +316,9 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
         }
         config["lower_bound_bytes"] =
             2 * WeightBytes(profiles[n]) + GradientBytes(profiles[n]) + data_in;
+        config["emulated_link_bytes_per_s"] = emulated_link;
+        config["bound_s"] = std::max(config["compute_bound_s"].get<double>(),
+                                     config["lower_bound_bytes"].get<double>() / emulated_link);
         config["runs"] = std::move(runs);
         configs.push_back(std::move(config));
       }
