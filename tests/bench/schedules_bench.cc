@@ -69,6 +69,22 @@ std::string ReferenceKey(const proto::Plan& plan) {
                       c.forward_microbatch(), "/", c.backward_microbatch(), "/", c.minibatch());
 }
 
+// What every run records: the link, the measured and simulated times.
+nlohmann::json RunJson(const std::string& schedule, double link, const planner::MadePlan& made,
+                       const RunResult& run) {
+  const Stats seconds = Summarize(run.seconds);
+  nlohmann::json r;
+  r["schedule"] = schedule;
+  r["emulated"] = link > 0;
+  r["host_link_bytes_per_s"] = link;
+  r["backward_microbatch"] = made.plan.config().backward_microbatch();
+  r["swap_bytes"] = SwapJson(run.bytes);
+  r["iteration_s"] = ToJson(seconds);
+  r["simulated_s"] = made.result.sim.iteration_s;
+  r["simulator_error"] = (made.result.sim.iteration_s - seconds.median) / seconds.median;
+  return r;
+}
+
 // Each of `devices` virtual devices computes with its share of the host's
 // cores (LibTorch's intra-op threads; at least one): with every device at
 // all cores, 2 devices on 2 cores ran Harmony's gpt at 3.79 s per iteration
@@ -252,25 +268,17 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               }
             }
             const Stats seconds = Summarize(run->seconds);
-            nlohmann::json r;
-            r["schedule"] = planner::ScheduleName(s);
-            r["emulated"] = link > 0;
-            r["host_link_bytes_per_s"] = link;
+            nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run);
             r["mode"] = PlanModeName(plan);
             r["memory_reserve"] = reserve;
             r["forward_microbatch"] = plan.config().forward_microbatch();
-            r["backward_microbatch"] = plan.config().backward_microbatch();
             r["forward_packs"] = plan.config().forward_packs_size();
             r["backward_packs"] = plan.config().backward_packs_size();
-            r["swap_bytes"] = SwapJson(run->bytes);
             r["swap_bytes_steady"] = run->bytes_steady;
             r["planned_host_link_bytes"] = made.result.sim.swap.host_link();
-            r["iteration_s"] = ToJson(seconds);
             std::vector<double> rates;
             for (double t : run->seconds) rates.push_back(d / t);
             r["samples_per_s"] = ToJson(Summarize(rates));
-            r["simulated_s"] = made.result.sim.iteration_s;
-            r["simulator_error"] = (made.result.sim.iteration_s - seconds.median) / seconds.median;
             r["losses"] = run->losses;
             r["device_peak_bytes"] = run->device_peak_bytes;
             r["compute_s"] = run->compute_s;
@@ -299,20 +307,11 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               absl::StatusOr<RunResult> run =
                   TrainWithPlan(planned->plan, model->model_path, data, cap, link, o.runs);
               if (!run.ok()) return run.status();
-              const Stats seconds = Summarize(run->seconds);
-              nlohmann::json r;
-              r["schedule"] = "ondemand";
+              nlohmann::json r = RunJson("ondemand", link, *planned, *run);
               r["at_harmony_microbatch"] = true;
-              r["emulated"] = link > 0;
-              r["host_link_bytes_per_s"] = link;
-              r["backward_microbatch"] = m.microbatch;
-              r["iteration_s"] = ToJson(seconds);
-              r["simulated_s"] = planned->result.sim.iteration_s;
-              r["simulator_error"] =
-                  (planned->result.sim.iteration_s - seconds.median) / seconds.median;
-              r["swap_bytes"] = SwapJson(run->bytes);
               Log(absl::StrFormat("schedules: %s, ondemand at microbatch %d: %.3f s (%.3f s "
-                                  "simulated)", spec.name, m.microbatch, seconds.median,
+                                  "simulated)", spec.name, m.microbatch,
+                                  r["iteration_s"]["median"].get<double>(),
                                   planned->result.sim.iteration_s));
               config["ondemand_at_harmony_microbatch"] = std::move(r);
             }
