@@ -11,13 +11,14 @@ namespace {
 absl::Status Invalid(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "invalid devices \"", text, "\": ", why,
-      " (expected cpu:NxSIZE such as cpu:2x512MiB, or cuda, or cuda:N)"));
+      " (expected cpu:NxSIZE such as cpu:2x512MiB, or cuda, cuda:N or cuda:NxSIZE)"));
 }
 
 }  // namespace
 
 std::string DeviceSpec::ToString() const {
   if (kind == Kind::kCuda) {
+    if (capacity > 0) return absl::StrCat("cuda:", count, "x", FormatBytes(capacity));
     return count == 0 ? "cuda" : absl::StrCat("cuda:", count);
   }
   return absl::StrCat("cpu:", count, "x", FormatBytes(capacity));
@@ -26,23 +27,25 @@ std::string DeviceSpec::ToString() const {
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   absl::string_view rest = absl::StripAsciiWhitespace(text);
   DeviceSpec spec;
-  if (absl::ConsumePrefix(&rest, "cuda")) {
+  const bool cuda = absl::ConsumePrefix(&rest, "cuda");
+  if (cuda) {
     spec.kind = DeviceSpec::Kind::kCuda;
     if (rest.empty()) return spec;
-    int count = 0;
-    if (!absl::ConsumePrefix(&rest, ":") || !absl::SimpleAtoi(rest, &count) ||
-        count < 1) {
-      return Invalid(text, "the CUDA device count must be a positive number");
+    if (!absl::ConsumePrefix(&rest, ":")) return Invalid(text, "expected cuda, cuda:N or cuda:NxSIZE");
+    if (rest.find('x') == absl::string_view::npos) {
+      int count = 0;
+      if (!absl::SimpleAtoi(rest, &count) || count < 1) {
+        return Invalid(text, "the CUDA device count must be a positive number");
+      }
+      spec.count = count;
+      return spec;
     }
-    spec.count = count;
-    return spec;
-  }
-  if (!absl::ConsumePrefix(&rest, "cpu:")) {
+  } else if (!absl::ConsumePrefix(&rest, "cpu:")) {
     return Invalid(text, "unknown device kind");
   }
   const size_t x = rest.find('x');
   if (x == absl::string_view::npos) {
-    return Invalid(text, "missing the size (cpu:NxSIZE)");
+    return Invalid(text, cuda ? "missing the size (cuda:NxSIZE)" : "missing the size (cpu:NxSIZE)");
   }
   int count = 0;
   if (!absl::SimpleAtoi(rest.substr(0, x), &count) || count < 1 || count > 1024) {

@@ -1,6 +1,8 @@
 // The devices a command runs on, as given on its command line:
 //   "cpu:4x2GiB"  four virtual CPU devices of 2 GiB each;
-//   "cuda"        every local CUDA device; "cuda:2" the first two.
+//   "cuda"        every local CUDA device; "cuda:2" the first two;
+//   "cuda:4x10GiB" four partitions of 10 GiB each, spread over the local
+//                 CUDA devices in turn (all four on one GPU when it is alone).
 //
 // Thread-safety: stateless functions.
 
@@ -20,7 +22,8 @@ struct DeviceSpec {
   Kind kind = Kind::kCpu;
   // Number of devices; 0 with kCuda means all that are present.
   int count = 0;
-  // Bytes per device (virtual CPU devices only).
+  // Bytes per device: virtual CPU devices, CUDA partitions (0 with kCuda:
+  // whole GPUs).
   uint64_t capacity = 0;
 
   std::string ToString() const;

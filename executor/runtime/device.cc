@@ -3,9 +3,14 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/device_memory.h"
+#include "common/units.h"
+#ifdef HARMONY_CUDA
+#include "executor/runtime/cuda_device.h"
+#endif
 
 namespace harmony::executor {
 namespace {
@@ -48,6 +53,8 @@ class VirtualCpuDevice : public Device {
     return Clone(v);
   }
 
+  at::Generator generator() override { return at::detail::getDefaultCPUGenerator(); }
+
  private:
   DeviceMemory memory_;
 };
@@ -60,12 +67,37 @@ std::unique_ptr<Placement> PlaceOnHost() {
 
 c10::IValue ToHost(const c10::IValue& v) {
   DeviceMemoryScope none(nullptr);
-  return Clone(v);
+  if (!v.isTensor() || v.toTensor().is_cpu()) return Clone(v);
+  // From a GPU: into pinned memory, which the copy reaches at full speed.
+  const at::Tensor src = v.toTensor().detach();
+  at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU).pinned_memory(true));
+  out.copy_(src);
+  return out;
 }
 
 std::unique_ptr<Device> CreateVirtualCpuDevice(int index, uint64_t capacity) {
   common::InstallDeviceMemoryAccounting();
   return std::make_unique<VirtualCpuDevice>(index, capacity);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(const common::DeviceSpec& spec,
+                                                                   int count) {
+  if (spec.kind == common::DeviceSpec::Kind::kCuda) {
+#ifdef HARMONY_CUDA
+    return CreateCudaDevices(spec, count);
+#else
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this build runs on virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),
+        " needs a CUDA build (scripts/gpu-check.sh builds one on a GPU machine)"));
+#endif
+  }
+  if (spec.count < count) {
+    return absl::FailedPreconditionError(absl::StrCat("the plan needs ", count, " devices; ",
+                                                      spec.ToString(), " gives ", spec.count));
+  }
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int d = 0; d < count; ++d) devices.push_back(CreateVirtualCpuDevice(d, spec.capacity));
+  return devices;
 }
 
 }  // namespace harmony::executor

@@ -14,12 +14,17 @@
 //     was posted. Whoever posts work keeps what it reads alive until it has
 //     run (the runtime's closures capture the tensors they copy).
 //   - ToDevice / ToHost copy on the calling thread (on a stream's thread
-//     for swaps); a tensor handed to another device is copied by the sender
-//     under the receiver's Placement.
+//     for swaps) and return when the copy is done; a tensor handed to
+//     another device is copied by the sender under the receiver's Placement.
+//   - The compute thread calls StartCompute first. Work it issues may still
+//     be running on the device when the call returns (a CUDA stream), so
+//     before it hands tensors it made to another thread (a send, a copy-out,
+//     a reduction) it calls Sync.
 //
-// The virtual CPU device is the first implementation: "device" tensors are
-// CPU tensors counted by common/device_memory.h. A CUDA device will
-// implement the same interface with CUDA streams and pinned host buffers.
+// Two implementations: the virtual CPU device, where "device" tensors are
+// CPU tensors counted by common/device_memory.h and work is done when it is
+// issued; and, in a CUDA build, the CUDA device (cuda_device.h): a GPU or a
+// partition of one, with a compute stream and a copy stream per direction.
 //
 // Thread-safety: thread-safe.
 
@@ -28,10 +33,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/ivalue.h>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/device_spec.h"
 #include "executor/runtime/stream.h"
 
 namespace harmony::executor {
@@ -69,12 +80,34 @@ class Device {
   // the calling thread.
   virtual c10::IValue ToDevice(const c10::IValue& v, std::string activity) = 0;
 
+  // On the compute thread, before it computes (a CUDA device makes its
+  // compute stream the thread's current stream).
+  virtual void StartCompute() {}
+  // Waits until the work the calling thread issued on this device is done.
+  // ResourceExhausted, naming the device, what ran and the bytes, when the
+  // device went over its capacity (a CUDA partition's cap is checked here
+  // and in ToDevice; a virtual CPU device fails the allocation itself).
+  virtual absl::Status Sync() { return absl::OkStatus(); }
+  // The generator of the device's random kernels (dropout).
+  virtual at::Generator generator() = 0;
+  // Whether host tensors that cross to this device should be in pinned
+  // memory (copies from it overlap compute).
+  virtual bool wants_pinned_host() const { return false; }
+
   Stream& weights() { return weights_; }
   Stream& copy_in() { return copy_in_; }
   Stream& copy_out() { return copy_out_; }
 
  protected:
-  Device(int index, std::string name) : index_(index), name_(std::move(name)) {}
+  // `to_device` and `to_host` run first on the threads of the streams that
+  // copy that way (thread-local settings: a CUDA device's copy streams).
+  Device(int index, std::string name, std::function<void()> to_device = nullptr,
+         std::function<void()> to_host = nullptr)
+      : index_(index),
+        name_(std::move(name)),
+        weights_(to_device),
+        copy_in_(to_device),
+        copy_out_(to_host) {}
 
  private:
   const int index_;
@@ -85,12 +118,18 @@ class Device {
 // Places the calling thread's new tensors in host memory while alive.
 std::unique_ptr<Placement> PlaceOnHost();
 
-// A copy of `v` in host memory, made on the calling thread.
+// A copy of `v` in host memory, made on the calling thread (on its current
+// stream for a CUDA tensor), done when this returns.
 c10::IValue ToHost(const c10::IValue& v);
 
 // Virtual CPU device `index` ("cpu:<index>") of `capacity` bytes. Installs
 // the memory accounting (common/device_memory.h) on first use.
 std::unique_ptr<Device> CreateVirtualCpuDevice(int index, uint64_t capacity);
+
+// The first `count` devices of `spec`. FailedPrecondition when it has fewer,
+// or names CUDA devices in a build without CUDA.
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(const common::DeviceSpec& spec,
+                                                                   int count);
 
 }  // namespace harmony::executor
 

@@ -16,7 +16,8 @@ using common::CallTorch;
 
 absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::Module& model,
                                                              const common::Decomposition& dec,
-                                                             const OptimizerOptions& optimizer) {
+                                                             const OptimizerOptions& optimizer,
+                                                             bool pinned) {
   std::unique_ptr<HostStore> store(new HostStore());
   std::vector<std::unique_ptr<Layer>>& layers = store->layers_;
   std::map<std::string, std::pair<int, int>> owner;  // Name -> (vLayer, index).
@@ -45,7 +46,8 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::M
       elements += params[j].numel();
     }
     HARMONY_RETURN_IF_ERROR(CallTorch("host store", [&] {
-      h->flat_params = at::empty({elements}, at::kFloat);
+      // Pinned for a GPU: weights are copied in from here while it computes.
+      h->flat_params = at::empty({elements}, at::TensorOptions().dtype(at::kFloat).pinned_memory(pinned));
       h->flat_grads = at::zeros({elements}, at::kFloat);
       int64_t at = 0;
       for (size_t j = 0; j < params.size(); ++j) {
@@ -65,7 +67,9 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::M
     }, absl::StatusCode::kResourceExhausted));
     HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> buffers,
                              common::ResolveTensors(model, info.buffers));
-    for (const at::Tensor& b : buffers) h->buffers.push_back(b.detach().clone());
+    for (const at::Tensor& b : buffers) {
+      h->buffers.push_back(pinned ? b.detach().pin_memory() : b.detach().clone());
+    }
     HARMONY_ASSIGN_OR_RETURN(h->optimizer,
                              CpuOptimizer::Create(optimizer, static_cast<size_t>(elements)));
     layers.push_back(std::move(h));

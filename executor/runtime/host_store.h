@@ -43,10 +43,12 @@ class HostStore {
  public:
   // The store for `dec`'s vLayers, initialised from `model`'s tensors.
   // FailedPrecondition for a parameter that is not float32;
-  // ResourceExhausted when host memory runs out.
+  // ResourceExhausted when host memory runs out. `pinned`: master weights
+  // and buffers in pinned memory (for CUDA devices; needs a CUDA build).
   static absl::StatusOr<std::unique_ptr<HostStore>> Create(const torch::jit::Module& model,
                                                            const common::Decomposition& dec,
-                                                           const OptimizerOptions& optimizer);
+                                                           const OptimizerOptions& optimizer,
+                                                           bool pinned = false);
   ~HostStore();
 
   int num_vlayers() const { return static_cast<int>(layers_.size()); }

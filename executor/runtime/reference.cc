@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
@@ -107,6 +108,12 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
   }
   std::unique_ptr<torch::optim::Optimizer> torch_optimizer;
   if (!options.harmony_optimizer) torch_optimizer = TorchOptimizer(options.optimizer, all);
+  const at::Device on = options.device;
+  const bool remote = !on.is_cpu();
+  if (remote && !options.harmony_optimizer) {
+    return absl::InvalidArgumentError(
+        "the reference on a device other than the CPU steps with Harmony's CPU optimizer");
+  }
 
   std::vector<double> losses;
   const int64_t n = data.size();
@@ -115,19 +122,40 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
     for (int j = 0; j < minibatch; ++j) rows[j] = (it * minibatch + j) % n;
     at::Tensor index = at::tensor(rows, at::TensorOptions().dtype(at::kLong));
     for (const at::Tensor& p : all) p.mutable_grad() = at::Tensor();
+    // What forward and backward read: the weights and buffers themselves,
+    // or this iteration's copies on the device (one per tensor, so a tied
+    // weight gathers both uses' gradients).
+    std::vector<std::vector<at::Tensor>> run_params = params, run_buffers = buffers;
+    std::map<const void*, at::Tensor> copies;
+    if (remote) {
+      HARMONY_RETURN_IF_ERROR(CallTorch("reference weights to the device", [&] {
+        for (int k = 0; k < count; ++k) {
+          for (at::Tensor& p : run_params[k]) {
+            auto it = copies.find(p.unsafeGetTensorImpl());
+            if (it == copies.end()) {
+              at::Tensor copy = p.detach().to(on, /*non_blocking=*/false, /*copy=*/true);
+              copy.requires_grad_(true);
+              it = copies.emplace(p.unsafeGetTensorImpl(), copy).first;
+            }
+            p = it->second;
+          }
+          for (at::Tensor& b : run_buffers[k]) b = b.detach().to(on, false, true);
+        }
+      }));
+    }
     double total = 0;
     for (const auto& [offset, size] : microbatches) {
       std::vector<at::Tensor> inputs, targets;
       for (const at::Tensor& t : data.inputs) {
-        inputs.push_back(t.index_select(0, index).narrow(0, offset, size));
+        inputs.push_back(t.index_select(0, index).narrow(0, offset, size).to(on));
       }
       for (const at::Tensor& t : data.targets) {
-        targets.push_back(t.index_select(0, index).narrow(0, offset, size));
+        targets.push_back(t.index_select(0, index).narrow(0, offset, size).to(on));
       }
       std::vector<c10::IValue> args(inputs.begin(), inputs.end());
       if (takes_targets) args.insert(args.end(), targets.begin(), targets.end());
       at::Tensor output;
-      if (options.vlayer_dropout) {
+      if (options.vlayer_dropout || remote) {
         std::vector<std::vector<c10::IValue>> outs(count);
         for (int k = 0; k < count; ++k) {
           const common::VLayerInfo& info = dec->vlayers()[k];
@@ -136,11 +164,11 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
             in.push_back(s.producer < 0 ? args.at(s.index) : outs[s.producer].at(s.index));
           }
           if (info.uses_rng) {
-            at::Generator gen = at::detail::getDefaultCPUGenerator();
+            at::Generator gen = at::globalContext().defaultGenerator(on);
             std::lock_guard<std::mutex> lock(gen.mutex());
             gen.set_current_seed(DropoutSeed(options.seed, it, offset, k));
           }
-          HARMONY_ASSIGN_OR_RETURN(outs[k], dec->Run(k, params[k], buffers[k], in));
+          HARMONY_ASSIGN_OR_RETURN(outs[k], dec->Run(k, run_params[k], run_buffers[k], in));
         }
         output = outs[count - 1].at(0).toTensor();
       } else {
@@ -160,6 +188,11 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
     }
     losses.push_back(total);
     c10::NoGradGuard no_grad;
+    if (remote) {
+      for (int k = 0; k < count; ++k) {
+        for (size_t j = 0; j < buffers[k].size(); ++j) buffers[k][j].copy_(run_buffers[k][j]);
+      }
+    }
     if (torch_optimizer) {
       torch_optimizer->step();
       continue;
@@ -169,7 +202,9 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
       std::vector<at::Tensor> ps, gs;
       for (const at::Tensor& p : owned[k]) {
         ps.push_back(p.detach().reshape({-1}));
-        gs.push_back(p.grad().defined() ? p.grad().reshape({-1}) : at::zeros({p.numel()}));
+        const at::Tensor& ran = remote ? copies.at(p.unsafeGetTensorImpl()) : p;
+        gs.push_back(ran.grad().defined() ? ran.grad().to(at::kCPU).reshape({-1})
+                                          : at::zeros({p.numel()}));
       }
       at::Tensor flat_p = at::cat(ps).contiguous();
       at::Tensor flat_g = at::cat(gs).contiguous();

@@ -35,6 +35,12 @@ struct ReferenceOptions {
   bool vlayer_dropout = false;
   uint64_t seed = 0;  // Of the dropout stream, as RuntimeOptions::seed.
   int64_t iterations = 3;
+  // Where forward and backward run. On a CUDA device the master weights,
+  // buffers and the optimizer stay on the host as in the runtime: each
+  // iteration copies them to the device, runs the vLayers there (the
+  // vlayer_dropout path, with the device's generator) and brings the
+  // gradients and buffers back. Needs harmony_optimizer.
+  at::Device device = at::kCPU;
 };
 
 // Trains `model` (loaded from the plan's model file, in training mode) on

@@ -231,8 +231,7 @@ struct Runtime::Impl {
           // One tensor at a time on the link, so a microbatch's inputs
           // waiting for it are not held behind a whole pack's weights.
           const double copy_start = Now();
-          at::Tensor t = at::empty_like(p);
-          t.copy_(p);
+          at::Tensor t = devices[d]->ToDevice(p, label).toTensor();
           t.requires_grad_(true);
           bytes += t.nbytes();
           Link(0, t.nbytes(), copy_start);
@@ -240,7 +239,7 @@ struct Runtime::Impl {
         }
         for (const at::Tensor& b : buffers) {
           const double copy_start = Now();
-          bs.push_back(b.clone());
+          bs.push_back(devices[d]->ToDevice(b, label).toTensor());
           bytes += b.nbytes();
           Link(0, b.nbytes(), copy_start);
         }
@@ -261,7 +260,7 @@ struct Runtime::Impl {
       if (!Info(k).updates_buffers) continue;
       std::vector<at::Tensor> copies;
       for (const at::Tensor& b : w.buffers[k - w.range.begin]) {
-        copies.push_back(b.detach().clone());
+        copies.push_back(ToHost(b).toTensor());
         bytes += b.nbytes();
       }
       host->SetBuffers(k, std::move(copies));
@@ -271,14 +270,14 @@ struct Runtime::Impl {
 
   // --- Running vLayers.
 
-  absl::StatusOr<std::vector<c10::IValue>> RunVLayer(int k, const DeviceWeights& w,
+  absl::StatusOr<std::vector<c10::IValue>> RunVLayer(int d, int k, const DeviceWeights& w,
                                                      const std::vector<at::Tensor>& buffers,
                                                      const std::vector<c10::IValue>& in,
                                                      int offset) {
     const std::vector<at::Tensor>& params = w.params[k - w.range.begin];
     if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
     std::lock_guard<std::mutex> lock(rng_mu);
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    at::Generator gen = devices[d]->generator();
     {
       std::lock_guard<std::mutex> g(gen.mutex());
       gen.set_current_seed(DropoutSeed(options.seed, iteration, offset, k));
@@ -330,13 +329,13 @@ struct Runtime::Impl {
     HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
       for (const Ref& r : data_routes.at(t.id)) {
         at::Tensor host_rows = batch_inputs.at(r.second).narrow(0, mb.offset, mb.size);
-        in.data[r] = host_rows.clone();
+        in.data[r] = devices[d]->ToDevice(host_rows, "data");
         data_bytes += host_rows.nbytes();
       }
       if (t.fused_loss && !takes_targets) {
         for (size_t i = 0; i < batch_targets.size(); ++i) {
           at::Tensor rows = batch_targets[i].narrow(0, mb.offset, mb.size);
-          in.data[{-2, static_cast<int>(i)}] = rows.clone();
+          in.data[{-2, static_cast<int>(i)}] = devices[d]->ToDevice(rows, "targets");
           target_bytes += rows.nbytes();
         }
       }
@@ -527,7 +526,7 @@ struct Runtime::Impl {
         for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
           HARMONY_ASSIGN_OR_RETURN(
               std::vector<c10::IValue> outs,
-              RunVLayer(k, w, w.buffers[k - w.range.begin], InputsOf(k, values), mb.offset));
+              RunVLayer(d, k, w, w.buffers[k - w.range.begin], InputsOf(k, values), mb.offset));
           for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
           for (auto it = values.begin(); it != values.end();) {
             const bool later = it->first.first >= 0 && last_reader[it->first.first].count(it->first.second) &&
@@ -540,6 +539,8 @@ struct Runtime::Impl {
           }
         }
       }
+      // What it made leaves this thread.
+      HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
       compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
       Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
                                       " #", mb.index),
@@ -587,7 +588,7 @@ struct Runtime::Impl {
             for (at::Tensor& b : buffers) b = b.clone();
           }
           HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> outs,
-                                   RunVLayer(k, w, buffers, InputsOf(k, values), mb.offset));
+                                   RunVLayer(d, k, w, buffers, InputsOf(k, values), mb.offset));
           for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
         }
         std::vector<at::Tensor> roots, root_grads;
@@ -650,6 +651,7 @@ struct Runtime::Impl {
         }
         values.clear();
       }
+      HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
       compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
       Trace(d, kCompute, absl::StrCat(t.fused_loss ? "forward+loss+backward " : "backward ",
                                       t.vlayers.begin, "-", t.vlayers.end - 1, " #",
@@ -686,6 +688,8 @@ struct Runtime::Impl {
       auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id));
       grads = GradientsOf(w);
     }, absl::StatusCode::kInternal));
+    // They leave this thread: to the device that sums, or the copy-out.
+    HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
     if (reduce && !out) {
       // Hand them to the device that sums, and wait until it has (a
       // collective, as the plan has it): the gradients live on this device
@@ -719,12 +723,14 @@ struct Runtime::Impl {
           // sums as out of place, without a second copy of the gradients.
           for (size_t k = 0; k < grads.size(); ++k) {
             for (size_t j = 0; j < grads[k].size(); ++j) {
-              const at::Tensor copy = theirs[k][j].clone();
+              const at::Tensor copy =
+                  devices[d]->ToDevice(theirs[k][j], "reducing gradients").toTensor();
               bytes += copy.nbytes();
               grads[k][j].add_(copy);
             }
           }
         }, absl::StatusCode::kInternal));
+        HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
         theirs.clear();
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -756,7 +762,11 @@ struct Runtime::Impl {
       absl::Status copied = CallTorch("gradients out", [&] {
         auto on_host = PlaceOnHost();
         for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-          bytes += host->AddGradients(k, grads[k - t.vlayers.begin]);
+          std::vector<at::Tensor> gs = grads[k - t.vlayers.begin];
+          for (at::Tensor& g : gs) {
+            if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
+          }
+          bytes += host->AddGradients(k, gs);
         }
       }, absl::StatusCode::kInternal);
       if (!copied.ok()) return Fail(copied);
@@ -783,6 +793,7 @@ struct Runtime::Impl {
   // copies out may still be on its way.
   absl::Status RunDevice(int d) {
     Device& dev = *devices[d];
+    dev.StartCompute();
     std::vector<int> list = graph.DeviceTasks(d);
     std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
     std::map<int, std::future<WeightsResult>> prefetched;
@@ -914,6 +925,10 @@ struct Runtime::Impl {
     std::vector<at::Tensor> inputs, targets;
     for (const at::Tensor& t : data.inputs) inputs.push_back(t.index_select(0, index));
     for (const at::Tensor& t : data.targets) targets.push_back(t.index_select(0, index));
+    if (devices[0]->wants_pinned_host()) {
+      for (at::Tensor& t : inputs) t = t.pin_memory();
+      for (at::Tensor& t : targets) t = t.pin_memory();
+    }
     batch_inputs = inputs;
     if (takes_targets) batch_inputs.insert(batch_inputs.end(), targets.begin(), targets.end());
     batch_targets = targets;
@@ -945,21 +960,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   impl->minibatch = config.minibatch;
 
   // The devices.
-  if (options.devices.kind != common::DeviceSpec::Kind::kCpu) {
-    return absl::FailedPreconditionError(
-        "this build runs on virtual CPU devices only (cpu:NxSIZE); CUDA devices need a "
-        "--config=cuda build");
-  }
-  if (options.devices.count < config.num_devices) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan needs ", config.num_devices, " devices; ", options.devices.ToString(),
-        " gives ", options.devices.count));
-  }
-  if (options.check_device_memory && options.devices.capacity < config.device_memory) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan was made for devices of ", common::FormatBytes(config.device_memory),
-        "; ", options.devices.ToString(), " gives ",
-        common::FormatBytes(options.devices.capacity), " each"));
+  HARMONY_ASSIGN_OR_RETURN(impl->devices, CreateDevices(options.devices, config.num_devices));
+  for (const auto& dev : impl->devices) {
+    if (options.check_device_memory && dev->capacity() < config.device_memory) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the plan was made for devices of ", common::FormatBytes(config.device_memory),
+          "; ", options.devices.ToString(), " gives ", dev->name(), " ",
+          common::FormatBytes(dev->capacity())));
+    }
   }
   // Host memory: the plan's estimate of the store and stashes, checked
   // before anything is allocated.
@@ -970,9 +978,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
         "the plan needs ", common::FormatBytes(plan.estimates().host_memory_bytes()),
         " of host memory (weights, gradients, optimizer state, stashes); ",
         common::FormatBytes(host_limit), " is available"));
-  }
-  for (int d = 0; d < config.num_devices; ++d) {
-    impl->devices.push_back(CreateVirtualCpuDevice(d, options.devices.capacity));
   }
   impl->link = std::make_unique<HostLink>(options.emulate_host_link);
   impl->tracer = std::make_unique<TraceRecorder>(options.trace);
@@ -1039,7 +1044,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
 
   // The host store.
   HARMONY_ASSIGN_OR_RETURN(impl->host,
-                           HostStore::Create(impl->model, *impl->dec, options.optimizer));
+                           HostStore::Create(impl->model, *impl->dec, options.optimizer,
+                                             impl->devices[0]->wants_pinned_host()));
   for (const Task& t : impl->graph.tasks) {
     impl->data_routes[t.id] = impl->RefsBetween({-1, 0}, t.vlayers);
     for (const Transfer& x : t.transfers) {
