@@ -11,6 +11,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>  // LibTorch 1.13 (Debian) and 2.x (CUDA builds).
 
 #include "common/units.h"
 
@@ -131,7 +132,16 @@ class AccountingAllocator final : public c10::Allocator {
   explicit AccountingAllocator(c10::Allocator* base)
       : base_(base), base_deleter_(base->raw_deleter()) {}
 
-  c10::DataPtr allocate(size_t bytes) const override {
+#if TORCH_VERSION_MAJOR >= 2
+  c10::DataPtr allocate(size_t bytes) override { return Allocate(bytes); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#else
+  c10::DataPtr allocate(size_t bytes) const override { return Allocate(bytes); }
+#endif
+
+  c10::DataPtr Allocate(size_t bytes) const {
     DeviceMemoryScope* scope = current_scope;
     if (scope == nullptr || scope->memory_ == nullptr || base_deleter_ == nullptr) {
       return base_->allocate(bytes);
