@@ -7,6 +7,7 @@
 #
 #   scripts/gpu-check.sh              build, then run tests/gpu/cuda_runtime_test
 #   scripts/gpu-check.sh --build-only
+#   scripts/gpu-check.sh --bench      build, test, then tests/gpu/cuda_bench
 #   GPU_TEST_ARGS=--gtest_filter=... scripts/gpu-check.sh
 #
 # The CPU build and CI are unchanged: they never compile the CUDA device.
@@ -29,3 +30,5 @@ ninja -C "$BUILD" -j "$(nproc)"
 export LD_LIBRARY_PATH="$DEPS/lib:$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cd "$ROOT"
 "$BUILD/cuda_runtime_test" ${GPU_TEST_ARGS:-}
+[ "${1:-}" = "--bench" ] && "$BUILD/cuda_bench"
+exit 0

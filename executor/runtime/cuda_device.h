@@ -24,7 +24,9 @@
 // come from there (reused: served without a new cudaMalloc segment). A
 // partition going over its cap fails the iteration with ResourceExhausted
 // at the next ToDevice or Sync (the allocation itself cannot be refused from
-// the trace), naming the device, what ran and the bytes.
+// the trace), naming the device, what ran and the bytes. Not counted: the
+// cuBLAS workspace of each compute stream (32 MiB with the deterministic
+// workspace config), taken when the device is made.
 //
 // Thread-safety: as Device.
 
