@@ -29,6 +29,7 @@ ninja -C "$BUILD" -j "$(nproc)"
 [ "${1:-}" = "--build-only" ] && exit 0
 export LD_LIBRARY_PATH="$DEPS/lib:$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cd "$ROOT"
-"$BUILD/cuda_runtime_test" ${GPU_TEST_ARGS:-}
-[ "${1:-}" = "--bench" ] && "$BUILD/cuda_bench"
-exit 0
+status=0
+"$BUILD/cuda_runtime_test" ${GPU_TEST_ARGS:-} || status=$?
+if [ "${1:-}" = "--bench" ]; then "$BUILD/cuda_bench" || status=$?; fi
+exit $status

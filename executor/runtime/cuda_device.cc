@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -32,6 +33,9 @@ struct Account {
   const std::string name;
   const uint64_t capacity;
   std::atomic<uint64_t> used{0}, peak{0}, allocations{0}, reused{0};
+  // While a compute thread warms up: allocations on the device's streams
+  // from threads it has no attribution on are not counted.
+  std::atomic<bool> warming{false};
   std::mutex mu;
   bool over = false;  // Guarded by mu, with the three below.
   uint64_t over_bytes = 0, over_used = 0;
@@ -81,6 +85,14 @@ class Ledger {
  public:
   // Attaches to the allocator once (after CUDA is initialised, when the
   // allocator has its per-GPU parts).
+  // Allocations on `stream` from a thread with no attribution (the
+  // autograd engine's thread for the GPU, which runs the backward of
+  // what ran on the stream) count against `account`.
+  void Register(cudaStream_t stream, std::shared_ptr<Account> account) {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_[stream] = std::move(account);
+  }
+
   static Ledger& Get() {
     static Ledger* ledger = [] {
       auto* l = new Ledger();
@@ -103,25 +115,37 @@ class Ledger {
       const bool fresh = segment_allocated;
       segment_allocated = false;
       Attribution* a = current_attribution;
-      if (a == nullptr) return;
-      Account& account = *a->account;
+      std::shared_ptr<Account> owner;
+      if (a != nullptr) {
+        owner = a->account;
+      } else {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = streams_.find(static_cast<cudaStream_t>(e.stream_));
+        if (it == streams_.end() || it->second->warming) return;
+        owner = it->second;
+      }
+      Account& account = *owner;
       const uint64_t used = account.used += e.size_;
       uint64_t peak = account.peak.load();
       while (used > peak && !account.peak.compare_exchange_weak(peak, used)) {
       }
-      ++account.allocations;
-      if (!fresh) ++account.reused;
+      // As the virtual CPU device counts them: new memory, or the cache's.
+      if (fresh) {
+        ++account.allocations;
+      } else {
+        ++account.reused;
+      }
       if (used > account.capacity) {
         std::lock_guard<std::mutex> lock(account.mu);
         if (!account.over) {
           account.over = true;
           account.over_bytes = e.size_;
           account.over_used = used;
-          account.over_activity = a->activity;
+          account.over_activity = a != nullptr ? a->activity : "backward, on its compute stream";
         }
       }
       std::lock_guard<std::mutex> lock(mu_);
-      live_[e.addr_] = {a->account, e.size_};
+      live_[e.addr_] = {owner, e.size_};
       return;
     }
     if (e.action_ == Action::FREE_COMPLETED) {
@@ -135,6 +159,7 @@ class Ledger {
 
   std::mutex mu_;
   std::unordered_map<size_t, std::pair<std::shared_ptr<Account>, uint64_t>> live_;
+  std::unordered_map<cudaStream_t, std::shared_ptr<Account>> streams_;
 };
 
 class CudaPlacement : public Placement {
@@ -154,6 +179,25 @@ std::function<void()> UseStream(CUDAStream stream) {
   };
 }
 
+// cuBLAS keeps a workspace per handle (one per thread) and stream (32 MiB with the deterministic
+// CUBLAS_WORKSPACE_CONFIG=:4096:8), taken from the caching allocator at the
+// pair's first matrix product and never given back. Taken when the compute
+// thread starts, outside the device's accounting: a partition's cap bounds what the plan
+// holds, as the profile measured it.
+// The backward's products run on the autograd engine's thread for the GPU,
+// with a handle of its own: warmed up too.
+void WarmUp(CUDAStream stream) {
+  c10::cuda::CUDAStreamGuard guard(stream);
+  const auto o = at::TensorOptions().device(at::kCUDA, stream.device_index());
+  c10::AutoGradMode grad(true);
+  at::Tensor x = at::ones({16, 16}, o).requires_grad_(true);
+  at::Tensor w = at::ones({16, 16}, o).requires_grad_(true);
+  at::Tensor b = at::ones({16}, o).requires_grad_(true);
+  at::Tensor y = at::linear(x, w, b);
+  at::bmm(y.unsqueeze(0), y.unsqueeze(0)).sum().backward();
+  stream.synchronize();
+}
+
 class CudaDevice : public Device {
  public:
   CudaDevice(int index, std::string name, c10::DeviceIndex gpu, uint64_t capacity,
@@ -161,7 +205,11 @@ class CudaDevice : public Device {
       : Device(index, name, UseStream(in), UseStream(out)),
         gpu_(gpu),
         compute_(compute),
-        account_(std::make_shared<Account>(name, capacity)) {}
+        account_(std::make_shared<Account>(name, capacity)) {
+    Ledger::Get().Register(compute.stream(), account_);
+    Ledger::Get().Register(in.stream(), account_);
+    Ledger::Get().Register(out.stream(), account_);
+  }
 
   uint64_t capacity() const override { return account_->capacity; }
   uint64_t used() const override { return account_->used.load(); }
@@ -201,7 +249,39 @@ class CudaDevice : public Device {
     return out;
   }
 
-  void StartCompute() override { UseStream(compute_)(); }
+  // A fresh thread may get a cuBLAS handle of its own, with a workspace of
+  // its own on the compute stream: taken now, outside the accounting.
+  std::vector<at::Tensor> ToDeviceMany(const std::vector<at::Tensor>& tensors,
+                                       const std::string& activity) override {
+    std::vector<at::Tensor> out;
+    {
+      c10::cuda::CUDAGuard guard(gpu_);
+      AttributionScope scope(account_, activity);
+      const CUDAStream stream = c10::cuda::getCurrentCUDAStream(gpu_);
+      for (const at::Tensor& t : tensors) {
+        const at::Tensor src = t.detach();
+        TORCH_CHECK(!src.is_cuda() || src.device().index() == gpu_,
+                    "ToDeviceMany copies from the host or this GPU");
+        out.push_back(src.to(at::Device(at::kCUDA, gpu_), src.is_pinned(), /*copy=*/true));
+      }
+      stream.synchronize();
+      if (stream != compute_) {
+        for (const at::Tensor& t : out) {
+          c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), compute_);
+        }
+      }
+    }
+    const absl::Status over = account_->Check();
+    TORCH_CHECK_WITH(OutOfMemoryError, over.ok(), std::string(over.message()));
+    return out;
+  }
+
+  void StartCompute() override {
+    UseStream(compute_)();
+    account_->warming = true;
+    WarmUp(compute_);
+    account_->warming = false;
+  }
 
   absl::Status Sync() override {
     c10::cuda::getCurrentCUDAStream(gpu_).synchronize();
@@ -217,20 +297,6 @@ class CudaDevice : public Device {
   const CUDAStream compute_;
   const std::shared_ptr<Account> account_;
 };
-
-// cuBLAS keeps a workspace per stream (32 MiB with the deterministic
-// CUBLAS_WORKSPACE_CONFIG=:4096:8), taken from the caching allocator at the
-// stream's first matrix product and never given back. Taken here, before
-// the device's accounting starts: a partition's cap bounds what the plan
-// holds, as the profile measured it.
-void WarmUp(CUDAStream stream) {
-  c10::cuda::CUDAStreamGuard guard(stream);
-  const at::Tensor a = at::ones({8, 8}, at::TensorOptions().device(at::kCUDA, stream.device_index()));
-  at::mm(a, a);
-  at::addmm(a, a, a);
-  at::bmm(a.unsqueeze(0), a.unsqueeze(0));
-  stream.synchronize();
-}
 
 }  // namespace
 
@@ -275,7 +341,6 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
         partitions ? absl::StrCat("cuda:", static_cast<int>(gpu), ".", d / gpus)
                    : absl::StrCat("cuda:", static_cast<int>(gpu));
     const CUDAStream compute = c10::cuda::getStreamFromPool(false, gpu);
-    WarmUp(compute);
     devices.push_back(std::make_unique<CudaDevice>(d, name, gpu, capacity, compute,
                                                    c10::cuda::getStreamFromPool(false, gpu),
                                                    c10::cuda::getStreamFromPool(false, gpu)));

@@ -79,6 +79,14 @@ class Device {
   // A copy of `v` on this device (a non-tensor is returned as is), made on
   // the calling thread.
   virtual c10::IValue ToDevice(const c10::IValue& v, std::string activity) = 0;
+  // Copies of `tensors` on this device, made on the calling thread: a CUDA
+  // device issues them all and waits once (a weight swap's vLayer).
+  virtual std::vector<at::Tensor> ToDeviceMany(const std::vector<at::Tensor>& tensors,
+                                               const std::string& activity) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : tensors) out.push_back(ToDevice(t, activity).toTensor());
+    return out;
+  }
 
   // On the compute thread, before it computes (a CUDA device makes its
   // compute stream the thread's current stream).

@@ -227,22 +227,19 @@ struct Runtime::Impl {
       for (int k = range.begin; k < range.end; ++k) {
         const std::vector<at::Tensor> buffers = host->buffers(k);
         std::vector<at::Tensor> ps, bs;
-        for (const at::Tensor& p : host->params(k)) {
-          // One tensor at a time on the link, so a microbatch's inputs
-          // waiting for it are not held behind a whole pack's weights.
-          const double copy_start = Now();
-          at::Tensor t = devices[d]->ToDevice(p, label).toTensor();
+        // One vLayer at a time on the link, so a microbatch's inputs
+        // waiting for it are not held behind a whole pack's weights.
+        const double copy_start = Now();
+        ps = devices[d]->ToDeviceMany(host->params(k), label);
+        bs = devices[d]->ToDeviceMany(buffers, label);
+        uint64_t layer_bytes = 0;
+        for (at::Tensor& t : ps) {
           t.requires_grad_(true);
-          bytes += t.nbytes();
-          Link(0, t.nbytes(), copy_start);
-          ps.push_back(t);
+          layer_bytes += t.nbytes();
         }
-        for (const at::Tensor& b : buffers) {
-          const double copy_start = Now();
-          bs.push_back(devices[d]->ToDevice(b, label).toTensor());
-          bytes += b.nbytes();
-          Link(0, b.nbytes(), copy_start);
-        }
+        for (const at::Tensor& b : bs) layer_bytes += b.nbytes();
+        bytes += layer_bytes;
+        Link(0, layer_bytes, copy_start);
         w->params.push_back(std::move(ps));
         w->buffers.push_back(std::move(bs));
       }

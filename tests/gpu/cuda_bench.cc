@@ -150,9 +150,12 @@ void TrainAtScale() {
     absl::StatusOr<planner::SimResult> sim = planner::Simulate(*cost, *g, false);
     const proto::Plan plan = planner::BuildPlan(*profile, *g, *sim, std::nullopt);
     RuntimeOptions ro;
-    // Partitions of a quarter of the weights (each holds a pack and the
-    // next one's prefetch).
-    ro.devices = *common::ParseDeviceSpec(absl::StrCat("cuda:", devices, "x", weights / 4));
+    // Partitions of 1.5x the simulated peak (host profile): a pack and the
+    // next one's prefetch, far less than the weights.
+    uint64_t sim_peak = 0;
+    for (uint64_t b : plan.estimates().device_peak_bytes()) sim_peak = std::max(sim_peak, b);
+    const uint64_t cap = sim_peak * 3 / 2;
+    ro.devices = *common::ParseDeviceSpec(absl::StrCat("cuda:", devices, "x", cap));
     ro.check_device_memory = false;
     ro.trace = true;
     absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, path, ro);
@@ -186,7 +189,7 @@ void TrainAtScale() {
     std::printf("vPP %d partition(s) of %s, microbatch 8, minibatch 64: %.3f s/iteration "
                 "(compute %.3f s summed over devices, waiting for swaps %.3f s, CPU optimizer %.3f s); "
                 "weights in %s/iteration; peak %s; simulated (host profile) %.3f s\n",
-                devices, common::FormatBytes(weights / 4).c_str(), seconds / n, compute / n,
+                devices, common::FormatBytes(cap).c_str(), seconds / n, compute / n,
                 wait / n, optimizer / n, common::FormatBytes(weights_in / n).c_str(),
                 common::FormatBytes(peak).c_str(), sim->iteration_s);
     // Over all 4 iterations.
