@@ -222,35 +222,15 @@ class CudaDevice : public Device {
     return std::make_unique<CudaPlacement>(gpu_, account_, std::move(activity));
   }
 
-  // Copies on the calling thread's current stream of this GPU (a copy
-  // stream of this device, or the compute stream of a sender), which the
-  // source's producer has finished with (Sync before hand-offs), and waits
-  // for the copy.
   c10::IValue ToDevice(const c10::IValue& v, std::string activity) override {
     if (!v.isTensor()) return v;
-    const at::Tensor src = v.toTensor().detach();
-    at::Tensor out;
-    {
-      c10::cuda::CUDAGuard guard(gpu_);
-      AttributionScope scope(account_, std::move(activity));
-      const CUDAStream stream = c10::cuda::getCurrentCUDAStream(gpu_);
-      out = src.to(at::Device(at::kCUDA, gpu_), /*non_blocking=*/src.is_pinned(),
-                   /*copy=*/true);
-      stream.synchronize();
-      if (src.is_cuda() && src.device().index() != gpu_) {
-        c10::cuda::getCurrentCUDAStream(src.device().index()).synchronize();
-      }
-      if (stream != compute_) {
-        c10::cuda::CUDACachingAllocator::recordStream(out.storage().data_ptr(), compute_);
-      }
-    }
-    const absl::Status over = account_->Check();
-    TORCH_CHECK_WITH(OutOfMemoryError, over.ok(), std::string(over.message()));
-    return out;
+    return ToDeviceMany({v.toTensor()}, activity).front();
   }
 
-  // A fresh thread may get a cuBLAS handle of its own, with a workspace of
-  // its own on the compute stream: taken now, outside the accounting.
+  // Copies on the calling thread's current stream of this GPU (a copy
+  // stream of this device, or the compute stream of a sender), from
+  // tensors whose producer has finished with them (Sync before hand-offs);
+  // issues them all, then waits once.
   std::vector<at::Tensor> ToDeviceMany(const std::vector<at::Tensor>& tensors,
                                        const std::string& activity) override {
     std::vector<at::Tensor> out;
@@ -258,13 +238,17 @@ class CudaDevice : public Device {
       c10::cuda::CUDAGuard guard(gpu_);
       AttributionScope scope(account_, activity);
       const CUDAStream stream = c10::cuda::getCurrentCUDAStream(gpu_);
+      std::vector<c10::DeviceIndex> other_gpus;
       for (const at::Tensor& t : tensors) {
         const at::Tensor src = t.detach();
-        TORCH_CHECK(!src.is_cuda() || src.device().index() == gpu_,
-                    "ToDeviceMany copies from the host or this GPU");
-        out.push_back(src.to(at::Device(at::kCUDA, gpu_), src.is_pinned(), /*copy=*/true));
+        if (src.is_cuda() && src.device().index() != gpu_) {
+          other_gpus.push_back(src.device().index());
+        }
+        out.push_back(src.to(at::Device(at::kCUDA, gpu_), /*non_blocking=*/src.is_pinned(),
+                             /*copy=*/true));
       }
       stream.synchronize();
+      for (c10::DeviceIndex g : other_gpus) c10::cuda::getCurrentCUDAStream(g).synchronize();
       if (stream != compute_) {
         for (const at::Tensor& t : out) {
           c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), compute_);
@@ -276,6 +260,8 @@ class CudaDevice : public Device {
     return out;
   }
 
+  // A fresh thread may get a cuBLAS handle of its own, with a workspace of
+  // its own on the compute stream: taken now, outside the accounting.
   void StartCompute() override {
     UseStream(compute_)();
     account_->warming = true;
