@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <boost/program_options.hpp>
 
 #include "absl/status/status.h"
@@ -115,9 +114,10 @@ int Run(const std::vector<std::string>& args) {
        "(figures are labelled emulated)")
       ("ignore-memory-check",
        "run even on devices smaller than the plan's (may run out of memory)")
-      ("threads", po::value(&threads)->default_value(0),
-       "LibTorch intra-op threads (0: LibTorch's default, as PyTorch's); a "
-       "PyTorch loop compared bit for bit must use as many (torch.set_num_threads)");
+      ("threads-per-device", po::value(&threads)->default_value(0),
+       "LibTorch intra-op threads each device computes on (0: the host's "
+       "hardware threads divided among the plan's devices); a PyTorch loop "
+       "compared bit for bit must use as many (torch.set_num_threads)");
   // clang-format on
   po::options_description all;
   all.add(flags);
@@ -161,11 +161,12 @@ int Run(const std::vector<std::string>& args) {
   }
   auto runtime = harmony::executor::Runtime::Create(*plan, model, options);
   if (!runtime.ok()) return Fail(runtime.status());
+  const int device_threads = (*runtime)->threads_per_device();
   const uint32_t profiled_threads = plan->profile().gemm_threads();
-  if (profiled_threads > 0 && static_cast<int>(profiled_threads) != at::get_num_threads()) {
+  if (profiled_threads > 0 && static_cast<int>(profiled_threads) != device_threads) {
     std::cout << "note: the plan was profiled on " << profiled_threads
-              << " intra-op thread(s), this run uses " << at::get_num_threads()
-              << " (--threads): its time estimates assume " << profiled_threads << "\n";
+              << " intra-op thread(s) per device, this run uses " << device_threads
+              << " (--threads-per-device): its time estimates assume " << profiled_threads << "\n";
   }
   auto training = harmony::common::LoadTrainingData(data);
   if (!training.ok()) return Fail(training.status());
@@ -182,7 +183,8 @@ int Run(const std::vector<std::string>& args) {
             << (config.mode() == harmony::proto::VDP ? "vDP" : "vPP") << ", "
             << config.num_devices() << " of " << devices->ToString() << ", minibatch "
             << config.minibatch() << ", microbatch " << config.forward_microbatch() << "/"
-            << config.backward_microbatch() << ", " << optimizer << emulated << "\n"
+            << config.backward_microbatch() << ", " << optimizer << emulated << ", "
+            << device_threads << " intra-op thread(s) per device\n"
             << "host store: " << FormatBytes((*runtime)->host_store_bytes())
             << "; the plan expects per iteration "
             << FormatBytes(est.swap().weights_in() + est.swap().activations_in() +

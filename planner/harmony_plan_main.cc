@@ -116,6 +116,9 @@ int Profile(const std::vector<std::string>& args) {
        "largest microbatch to probe")
       ("repeats", po::value(&options.repeats)->default_value(3),
        "timing runs per measurement (median reported)")
+      ("threads-per-device", po::value(&options.threads_per_device)->default_value(0),
+       "intra-op threads each device computes on, as harmony-exec's flag (0: the "
+       "host's hardware threads divided among the devices)")
       ("profile-out", po::value(&out), "write the profile here (JSON)");
   // clang-format on
   po::variables_map vm;
@@ -334,7 +337,7 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", packs_text, host_link_text;
-  int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0;
+  int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0;
   double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd", loss = "auto", loss_output;
   po::options_description flags(
@@ -375,6 +378,10 @@ int Plan(const std::vector<std::string>& args) {
        "the profile's measurement)")
       ("granularity", po::value(&granularity)->default_value(0),
        "vLayers when profiling: 0 = one per block, N = about N")
+      ("threads-per-device", po::value(&threads_per_device)->default_value(0),
+       "intra-op threads each device computes on when profiling, as "
+       "harmony-exec's flag (0: the host's hardware threads divided among the "
+       "devices)")
       ("optimizer", po::value(&optimizer)->default_value(optimizer),
        "sgd | adam | adamw, when profiling")
       ("loss", po::value(&loss)->default_value(loss),
@@ -432,6 +439,7 @@ int Plan(const std::vector<std::string>& args) {
     options.devices.count = gpus;
     options.devices.capacity = *memory;
     options.granularity = granularity;
+    options.threads_per_device = threads_per_device;
     options.optimizer = optimizer;
     absl::StatusOr<harmony::common::LossKind> loss_kind = harmony::common::ParseLossKind(loss);
     if (!loss_kind.ok()) return Fail(loss_kind.status());
@@ -593,8 +601,9 @@ int Inspect(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Profiles run on LibTorch's default intra-op threads, as harmony-exec does
-  // (the profile records how many, and harmony-exec says when it differs).
+  // Profiles time each device on its share of the cores, as harmony-exec
+  // computes it (the profile records how many threads; harmony-exec says when
+  // it runs on another count).
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << kUsage;

@@ -3,8 +3,10 @@
 // user gets (progress, metrics, trace, a trained TorchScript model); bad
 // input gives one clear line and a non-zero exit before any training.
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <torch/script.h>
 
@@ -93,6 +95,27 @@ TEST(ExecCliTest, TrainsAModelScriptedInPython) {
                                    " --iterations 2 --devices cpu:2x16MiB"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output, "iter 2/2")) << r.output;
+  // Each of the 2 devices computes on half the host's hardware threads, as
+  // harmony-plan profiled them (no note about a different count).
+  const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  EXPECT_TRUE(Contains(r.output, absl::StrCat(", ", share, " intra-op thread(s) per device\n")))
+      << r.output;
+  EXPECT_FALSE(Contains(r.output, "note: the plan was profiled on")) << r.output;
+
+  // Another count, asked for: used, and the difference from the profile's
+  // noted.
+  r = RunCommand(absl::StrCat(kExec, " run ", plan,
+                              " --model tests/testdata/user_bert.pt"
+                              " --data tests/testdata/user_bert_data.pt"
+                              " --iterations 1 --devices cpu:2x16MiB --threads-per-device ",
+                              share + 1));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, absl::StrCat(", ", share + 1, " intra-op thread(s) per device")))
+      << r.output;
+  EXPECT_TRUE(Contains(r.output, absl::StrCat("note: the plan was profiled on ", share,
+                                              " intra-op thread(s) per device, this run uses ",
+                                              share + 1)))
+      << r.output;
 }
 
 TEST(ExecCliTest, BadInputIsOneClearLine) {

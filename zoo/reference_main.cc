@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
        "train on, by index, key or field (default: the first scalar tensor, else "
        "the first tensor)")
       ("threads", po::value(&threads)->default_value(0),
-       "LibTorch intra-op threads (0: LibTorch's default, as harmony-exec's; "
-       "some kernels round differently at another thread count)")
+       "LibTorch intra-op threads (0: LibTorch's default, as PyTorch's); some "
+       "kernels round differently at another count: to compare with harmony-exec "
+       "bit for bit, pass the threads per device it prints")
       ("out", po::value(&out_path), "write the trained model here");
   // clang-format on
   po::options_description all;

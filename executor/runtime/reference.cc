@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
+#include "common/intra_op_threads.h"
 #include "common/loss.h"
 #include "common/model_output.h"
 #include "common/status.h"
@@ -62,6 +63,11 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
                                                           const ReferenceOptions& options) {
   HARMONY_ASSIGN_OR_RETURN(planner::TaskGraph graph, planner::TaskGraphFromPlan(plan));
   const int minibatch = graph.config.minibatch;
+  // On the intra-op threads of the runtime's devices: some kernels round
+  // differently at another count.
+  HARMONY_ASSIGN_OR_RETURN(const int threads,
+                           common::ThreadsPerDevice(options.threads, graph.config.num_devices));
+  common::ScopedIntraOpThreads on_device_threads(threads);
   // The plan's microbatches: those of the last backward pack's tasks.
   std::set<std::pair<int, int>> microbatches;
   const int last = static_cast<int>(graph.config.backward_packs.size()) - 1;

@@ -41,6 +41,9 @@ struct ReferenceOptions {
   // vlayer_dropout path, with the device's generator) and brings the
   // gradients and buffers back. Needs harmony_optimizer.
   at::Device device = at::kCPU;
+  // Intra-op threads, as RuntimeOptions::threads (0: the runtime's default
+  // for the plan's device count).
+  int threads = 0;
 };
 
 // Trains `model` (loaded from the plan's model file, in training mode) on

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "common/decomposer.h"
 #include "common/files.h"
+#include "common/intra_op_threads.h"
 #include "common/loss.h"
 #include "common/status.h"
 #include "common/torch_status.h"
@@ -90,6 +91,7 @@ using WeightsResult = absl::StatusOr<std::shared_ptr<DeviceWeights>>;
 
 struct Runtime::Impl {
   RuntimeOptions options;
+  int threads_per_device = 1;  // Intra-op threads of each device's compute thread.
   proto::Plan plan;
   TaskGraph graph;
   torch::jit::Module model;
@@ -791,6 +793,7 @@ struct Runtime::Impl {
   absl::Status RunDevice(int d) {
     Device& dev = *devices[d];
     dev.StartCompute();
+    common::SetCallingThreadIntraOpThreads(threads_per_device);
     std::vector<int> list = graph.DeviceTasks(d);
     std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
     std::map<int, std::future<WeightsResult>> prefetched;
@@ -938,6 +941,8 @@ Runtime::~Runtime() = default;
 
 int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
+int Runtime::threads_per_device() const { return impl_->threads_per_device; }
+
 std::vector<uint64_t> Runtime::device_bytes_in_use() const {
   std::vector<uint64_t> used;
   for (const auto& d : impl_->devices) used.push_back(d->used());
@@ -1072,13 +1077,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
       }
     }
   }
-  if (options.threads < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("threads must be 0 (every hardware thread) or more, got ", options.threads));
-  }
-  // 0 keeps LibTorch's own count, the one PyTorch uses on this machine, so
-  // a user's PyTorch loop and Harmony round alike by default.
-  if (options.threads > 0) at::set_num_threads(options.threads);
+  HARMONY_ASSIGN_OR_RETURN(impl->threads_per_device,
+                           common::ThreadsPerDevice(options.threads, config.num_devices));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 

@@ -70,12 +70,13 @@ struct RuntimeOptions {
   // now (MemAvailable). A plan whose host store and stashes need more is
   // refused before anything is allocated.
   uint64_t host_memory_limit = 0;
-  // Intra-op threads of LibTorch's kernels (at::set_num_threads, which is
-  // process-wide); 0: LibTorch's default, which is PyTorch's on the same
-  // machine. Some kernels (oneDNN's convolutions, LayerNorm's weight
-  // gradient) round differently at another thread count, so a loop Harmony's
-  // results are compared with bit for bit must run with the same count
-  // (torch.set_num_threads in Python).
+  // Intra-op threads of LibTorch's kernels on each device's compute thread
+  // (common/intra_op_threads.h); 0: the host's hardware threads divided
+  // among the plan's devices, at least 1 (the devices compute at once, each
+  // on its share of the cores). Some kernels (oneDNN's convolutions,
+  // LayerNorm's weight gradient) round differently at another count, so a
+  // loop Harmony's results are compared with bit for bit must compute on
+  // threads_per_device() threads (torch.set_num_threads in Python).
   int threads = 0;
   // Record a Chrome trace of the executed iterations.
   bool trace = false;
@@ -109,6 +110,9 @@ class Runtime {
   absl::StatusOr<IterationMetrics> RunIteration();
 
   int64_t iterations_done() const;
+
+  // Intra-op threads each device computes on (RuntimeOptions::threads).
+  int threads_per_device() const;
 
   // The host's master copy of a parameter or buffer, by qualified name.
   absl::StatusOr<at::Tensor> HostTensor(const std::string& name) const;

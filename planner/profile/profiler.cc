@@ -21,6 +21,7 @@
 #include "common/model_output.h"
 #include "common/device_memory.h"
 #include "common/files.h"
+#include "common/intra_op_threads.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
@@ -227,8 +228,10 @@ absl::StatusOr<Measurement> MeasureBeside(const Context& c, int k, bool backward
                                           int repeats, int others) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> neighbours;
+  const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
   for (int i = 0; i < others; ++i) {
     neighbours.emplace_back([&] {
+      common::SetCallingThreadIntraOpThreads(threads);
       while (!stop.load()) {
         absl::StatusOr<Measurement> m = RunOnce(c, k, backward, u);
         if (!m.ok() || !m->fits) return;
@@ -322,6 +325,10 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   if (sample_in.inputs.empty()) {
     return absl::InvalidArgumentError("the sample input holds no tensors");
   }
+  // Timed on the share of the cores a device of the plan computes on.
+  HARMONY_ASSIGN_OR_RETURN(const int threads, common::ThreadsPerDevice(options.threads_per_device,
+                                                                       options.devices.count));
+  common::ScopedIntraOpThreads on_device_threads(threads);
   common::InstallDeviceMemoryAccounting();
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
@@ -592,7 +599,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   say("measuring the matrix multiply rate");
   HARMONY_ASSIGN_OR_RETURN(const double gemm, MeasureGemmRate(options.repeats));
   profile->set_gemm_flop_per_s(gemm);
-  profile->set_gemm_threads(static_cast<uint32_t>(at::get_num_threads()));
+  profile->set_gemm_threads(static_cast<uint32_t>(threads));
   profile->set_host_threads(std::max(1u, std::thread::hardware_concurrency()));
   return file;
 }

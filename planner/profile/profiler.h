@@ -46,6 +46,10 @@ struct ProfilerOptions {
   // Probing stops here (the planner never needs a microbatch larger than
   // the minibatch).
   int max_microbatch = 256;
+  // Intra-op threads of each device, as harmony-exec's --threads-per-device
+  // (0: the host's hardware threads divided among the devices). Every
+  // vLayer is timed on this many, as the runtime will compute it.
+  int threads_per_device = 0;
   // Timed runs per measurement; the median is kept. Each vLayer is warmed
   // up once, before its first measurement.
   int repeats = 3;

@@ -85,11 +85,11 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
   return r;
 }
 
-// Each of `devices` virtual devices computes with its share of the host's
-// cores (LibTorch's intra-op threads; at least one): with every device at
-// all cores, 2 devices on 2 cores ran Harmony's gpt at 3.79 s per iteration
-// against 2.17 s at one core each. Profiles and runs of n devices use the
-// same share.
+// The bench's own loops on this thread (the plain loop, the bound) compute on
+// the share of the cores one of `devices` devices has, as the profiler and
+// the runtime give each device by default (common/intra_op_threads.h): with
+// every device at all cores, 2 devices on 2 cores ran Harmony's gpt at
+// 3.79 s per iteration against 2.17 s at one core each.
 void ShareCores(int devices) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(1, cores / std::max(1, devices)));

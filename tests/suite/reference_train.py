@@ -140,9 +140,9 @@ def main():
                    "fields above (model, data, out, minibatch, ...)")
     a = p.parse_args()
 
-    # PyTorch's default intra-op thread count, which harmony-exec keeps by
-    # default too: some kernels (oneDNN's convolutions, LayerNorm's weight
-    # gradient) round differently at another count.
+    # Some kernels (oneDNN's convolutions, LayerNorm's weight gradient) round
+    # differently at another intra-op thread count: a run compared with
+    # Harmony's bit for bit computes on its devices' count.
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.jobs:

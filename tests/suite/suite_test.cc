@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
@@ -230,8 +231,15 @@ void ExpectSameLosses(const std::vector<double>& got, const std::vector<double>&
   }
 }
 
+// Every run, profile and PyTorch loop here computes on PyTorch's default
+// intra-op thread count (LibTorch's, the same library): some kernels round
+// differently at another count, and one PyTorch loop is compared with runs
+// on one and on two devices (whose default shares of the cores differ).
+int Threads() { return at::get_num_threads(); }
+
 executor::RuntimeOptions Options(int devices, uint64_t cap, double lr, bool adam = false) {
   executor::RuntimeOptions o;
+  o.threads = Threads();
   o.devices.count = devices;
   o.devices.capacity = cap;
   o.optimizer.kind = adam ? executor::OptimizerKind::kAdam : executor::OptimizerKind::kSgd;
@@ -305,6 +313,7 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   po.devices.capacity = 1ull << 32;
   po.max_microbatch = 4;
   po.repeats = 1;
+  po.threads_per_device = Threads();
   po.loss_output = m.loss_output;
   absl::StatusOr<proto::ProfileFile> profile = planner::ProfileModel(model, *data, po);
   ASSERT_TRUE(profile.ok()) << profile.status();
@@ -343,7 +352,8 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   const std::string jobs_path = Tmp(m.name + "_jobs.json");
   ASSERT_TRUE(common::WriteFileAtomically(jobs_path, jobs.dump()).ok());
   testing::Result py = testing::RunCommand(
-      absl::StrCat("/usr/bin/python3 tests/suite/reference_train.py --jobs ", jobs_path));
+      absl::StrCat("/usr/bin/python3 tests/suite/reference_train.py --threads ", Threads(),
+                   " --jobs ", jobs_path));
   ASSERT_EQ(py.exit_code, 0) << py.output;
 
   torch::jit::Module initial = torch::jit::load(model);
