@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
       ("help,h", "show this help")
       ("quick", po::bool_switch(&options.quick), "smaller inputs, planner up to 200 vLayers")
       ("runs", po::value(&options.runs)->default_value(3),
-       "timed runs per measurement after one warm-up (at least 3)")
+       "timed runs per measurement (at least 3)")
+      ("warmups", po::value(&options.warmups)->default_value(0),
+       "untimed training iterations before the timed ones (0: 1 with --quick, "
+       "else 3)")
       ("out-dir", po::value(&out_dir)->default_value(out_dir), "where the report goes")
       ("work-dir", po::value(&options.work_dir),
        "scratch files (default: a new directory under $TMPDIR or /tmp)")
@@ -106,6 +109,11 @@ int main(int argc, char** argv) {
     std::cerr << "harmony-bench: --runs " << options.runs << ": at least 3 timed runs\n";
     return 2;
   }
+  if (options.warmups < 0) {
+    std::cerr << "harmony-bench: --warmups " << options.warmups << ": 0 or more\n";
+    return 2;
+  }
+  if (options.warmups == 0) options.warmups = options.quick ? 1 : 3;
   const std::vector<std::string> sections = absl::StrSplit(sections_text, ',');
   for (const std::string& s : sections) {
     if (std::string(kAllSections).find(s) == std::string::npos || s.empty()) {
@@ -138,6 +146,7 @@ int main(int argc, char** argv) {
   results["threads"] = at::get_num_threads();
   results["quick"] = options.quick;
   results["runs"] = options.runs;
+  results["warmups"] = options.warmups;
   results["checks"] = json::array();
   results["errors"] = json::array();
   auto wanted = [&](const std::string& s) {

@@ -260,7 +260,7 @@ absl::StatusOr<nlohmann::json> BenchExternal(const BenchOptions& o,
     // The warm-up's times are not in the figures.
     profile_s.erase(profile_s.begin());
     search_s.erase(search_s.begin());
-    absl::StatusOr<RunResult> run = TrainWithPlan(made.plan, path, data, memory, 0, o.runs);
+    absl::StatusOr<RunResult> run = TrainWithPlan(made.plan, path, data, memory, 0, o.runs, o.warmups);
     if (!run.ok()) return absl::Status(run.status().code(), absl::StrCat(e.name, ": ", run.status().message()));
     absl::StatusOr<std::vector<double>> ref =
         ReferenceLosses(made.plan, path, data, static_cast<int>(run->losses.size()));

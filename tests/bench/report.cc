@@ -59,6 +59,12 @@ const json* FindRun(const json& config, const std::string& schedule, bool emulat
 
 // ", N% reserved" when the run's plan had to leave more than the default
 // 10% of the device free; "" otherwise.
+// The cell of a schedule that has no run in configuration `c`: "does not
+// fit" where its planner found no plan for the devices, else "n/a".
+std::string Missing(const json& c, const std::string& schedule) {
+  return c.contains("unplanned") && c["unplanned"].contains(schedule) ? "does not fit" : "n/a";
+}
+
 std::string ReserveNote(const json& run) {
   const double reserve = run.value("memory_reserve", 0.1);
   return reserve > 0.15 ? absl::StrFormat(", %.0f%% reserved", 100 * reserve) : "";
@@ -203,11 +209,12 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
   absl::StrAppendFormat(
       &md,
       "Written by `scripts/bench.sh%s` (`tests/bench/`) on %s UTC in %.1f minutes; every figure "
-      "below was measured in that one run (medians of %d timed runs after a warm-up, with min "
-      "and max). Rerun it to refresh this file; nothing here is edited by hand. The "
+      "below was measured in that one run (medians of %d timed runs after %d untimed warm-up "
+      "iteration(s), with min and max). Rerun it to refresh this file; nothing here is edited by hand. The "
       "machine-readable results are in [results.json](results.json).\n\n",
       results.value("quick", false) ? " --quick" : "", machine.value("date_utc", "?"),
-      results.value("duration_s", 0.0) / 60, results.value("runs", 0));
+      results.value("duration_s", 0.0) / 60, results.value("runs", 0),
+      results.value("warmups", 1));
   if (results.value("quick", false)) {
     absl::StrAppend(&md, "**Quick mode**: smaller inputs (gpt sequences of 8 tokens, resnet "
                          "images of 8x8), emulated-link rows for minibatches 16 and 64 only, the "
@@ -215,7 +222,8 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
                          "issue names.\n\n");
   }
   absl::StrAppendFormat(&md,
-                        "**Machine**: %d cores (%s), %s of memory, %s; LibTorch on %d threads. "
+                        "**Machine**: %d cores (%s), %s of memory, %s; the bench's own loops on %d "
+                        "threads, each device on its share of the cores. "
                         "No GPU: devices are virtual CPU devices with hard memory caps "
                         "(DESIGN.md §6), so compute, copies and the optimizer share these cores.\n\n",
                         machine.value("cores", 0), machine.value("cpu_model", "?"),
@@ -231,15 +239,20 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "Bytes over the host link in one iteration (host to device and back; device-to-device "
         "not included), counted by the runtime while it trains. Each baseline runs at the largest "
         "power-of-two microbatch that fits its devices (as its users would pick); Harmony at "
-        "what its search chose. Device memory: twice the model's weight bytes, rounded up (training "
-        "without swapping needs weights, gradients, momentum and activations on the device), "
-        "raised by 1.5x until every schedule plans. Plans leave 10%% of the device free; where "
+        "what its search chose. Device memory: %s. Plans leave 10%% of the device free; where "
         "the runtime still ran out of memory (the simulator's peak estimate fell short) the "
         "plan was made again with 10%% more reserved, shown as \"N%% reserved\". The "
         "lower bound is each weight in once per pass that needs it (forward and backward), "
         "each gradient out once, and the input data in. The original Harmony paper reports "
         "two orders of magnitude less swapping than virtualized memory; see the ratios and the "
-        "discussion below.\n\n");
+        "discussion below.\n\n",
+        results.value("quick", false)
+            ? "twice the model's weight bytes, rounded up (training without swapping needs "
+              "weights, gradients, momentum and activations on the device), raised by 1.5x "
+              "until every schedule plans"
+            : "a quarter of the model's weight bytes (the paper's ratio), raised by a quarter "
+              "until Harmony plans; a baseline whose planner finds no plan for those devices "
+              "even at microbatch 1 shows \"does not fit\" and is not run");
     const json& configs = Configs(results);
     for (size_t i = 0; i < configs.size(); ++i) {
       const json& c = configs[i];
@@ -264,7 +277,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         cells.push_back(r ? absl::StrFormat("%s (u=%d%s)", Bytes(HostBytes(*r)),
                                             (*r)["backward_microbatch"].get<int>(),
                                             ReserveNote(*r))
-                          : "n/a");
+                          : Missing(c, sched));
       }
       const json* h = FindRun(c, "harmony", false);
       const json* od = FindRun(c, "ondemand", false);
@@ -328,7 +341,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         for (const std::string& sched : kSchedules) {
           const json* r = FindRun(c, sched, emulated);
           cells.push_back(r ? absl::StrCat(RateCell((*r)["samples_per_s"]), ReserveNote(*r))
-                            : "n/a");
+                            : Missing(c, sched));
           if (sched != "harmony") {
             ratios.push_back(h && r ? absl::StrFormat("%.2fx", Rate(*h) / Rate(*r)) : "n/a");
           }

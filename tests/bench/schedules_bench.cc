@@ -141,30 +141,37 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                           watch.seconds()));
     }
     const proto::ProfileFile& any = profiles.begin()->second;
-    // The device memory: the smallest of 2P, 3P, 4.5P, ... (P: the model's
-    // weights and buffers) at which every schedule plans for every
-    // configuration. Training without swapping needs weights, gradients and
-    // momentum (3P) and the activations on the device: it must swap.
-    // At scale, from a quarter of the weights (the paper's ratio), growing
-    // by a quarter until every schedule plans.
+    // The device memory. Quick: the smallest of 2P, 3P, 4.5P, ... (P: the
+    // model's weights and buffers) at which every schedule plans for every
+    // configuration (training without swapping needs weights, gradients and
+    // momentum, 3P, and the activations on the device: it must swap).
+    // At scale: a quarter of the weights (the paper's ratio), growing by a
+    // quarter until Harmony plans every configuration; a baseline that does
+    // not fit those devices is reported as such and not run.
     uint64_t cap = o.quick ? RoundUp(2 * WeightBytes(any), 64 << 10)
                            : RoundUp(WeightBytes(any) / 4, 64 << 10);
     std::map<std::string, planner::MadePlan> plans;  // key: n/d/schedule
+    std::map<std::string, std::string> unplanned;    // key: n/d/schedule -> why
     absl::Status why = absl::OkStatus();
     for (int attempt = 0; attempt < 12;
          ++attempt, cap = RoundUp(o.quick ? cap * 3 / 2 : cap * 5 / 4, 64 << 10)) {
       plans.clear();
+      unplanned.clear();
       why = absl::OkStatus();
       for (int n : device_counts) {
         for (int d : minibatches) {
           for (Schedule s : kSchedules) {
+            const std::string key = absl::StrCat(n, "/", d, "/", planner::ScheduleName(s));
             absl::StatusOr<planner::MadePlan> made =
                 PlanSchedule(profiles[n], PlanOptions(n, cap, d, s, 0));
-            if (!made.ok()) {
+            if (made.ok()) {
+              plans[key] = *std::move(made);
+            } else if (!o.quick && s != Schedule::kHarmony) {
+              unplanned[key] = std::string(made.status().message());
+            } else {
               why = made.status();
               break;
             }
-            plans[absl::StrCat(n, "/", d, "/", planner::ScheduleName(s))] = *std::move(made);
           }
           if (!why.ok()) break;
         }
@@ -173,7 +180,8 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
       if (why.ok()) break;
     }
     if (!why.ok()) {
-      return absl::InternalError(absl::StrCat("no device memory lets every schedule plan ",
+      return absl::InternalError(absl::StrCat("no device memory lets ",
+                                              o.quick ? "every schedule" : "Harmony", " plan ",
                                               spec.name, ": ", why.message()));
     }
     Log(absl::StrCat("schedules: ", spec.name, " on devices of ", common::FormatBytes(cap),
@@ -201,6 +209,14 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           if (link == 0 && !o.quick) continue;
           std::vector<double> harmony_losses;
           for (Schedule s : kSchedules) {
+            const std::string key = absl::StrCat(n, "/", d, "/", planner::ScheduleName(s));
+            if (unplanned.count(key)) {
+              config["unplanned"][planner::ScheduleName(s)] = unplanned.at(key);
+              Log(absl::StrCat("schedules: ", spec.name, " ", planner::ScheduleName(s),
+                               " does not fit devices of ", common::FormatBytes(cap), ": ",
+                               unplanned.at(key)));
+              continue;
+            }
             const std::string label = absl::StrFormat(
                 "%s, %d devices, minibatch %d, %s%s", spec.name, n, d, planner::ScheduleName(s),
                 link > 0 ? " (emulated link)" : "");
@@ -213,7 +229,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             double reserve = 0.1;
             for (;; reserve += 0.1) {
               if (link == 0 && reserve < 0.15) {
-                made = plans[absl::StrCat(n, "/", d, "/", planner::ScheduleName(s))];
+                made = plans[key];
               } else {
                 planner::MakePlanOptions m = PlanOptions(n, cap, d, s, link);
                 m.memory_reserve = reserve;
@@ -227,7 +243,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               Log(absl::StrCat("schedules: ", label, ": ", PlanModeName(made.plan),
                                ", microbatch ", made.plan.config().backward_microbatch(), ", ",
                                made.plan.config().backward_packs_size(), " backward packs"));
-              run = TrainWithPlan(made.plan, model->model_path, data, cap, link, o.runs);
+              run = TrainWithPlan(made.plan, model->model_path, data, cap, link, o.runs, o.warmups);
               if (run.ok() || !absl::IsResourceExhausted(run.status()) || reserve > 0.45) break;
               Log(absl::StrFormat("schedules: %s: %s; planning again with %.0f%% reserved",
                                   label, run.status().message(), 100 * (reserve + 0.1)));
@@ -237,16 +253,16 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                                   absl::StrCat(label, ": ", run.status().message()));
             }
             const proto::Plan& plan = made.plan;
-            const std::string key = ReferenceKey(plan);
-            if (!references.count(key)) {
+            const std::string reference_key = ReferenceKey(plan);
+            if (!references.count(reference_key)) {
               absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
                   plan, model->model_path, data, static_cast<int>(run->losses.size()));
               if (!ref.ok()) return ref.status();
-              references[key] = *std::move(ref);
+              references[reference_key] = *std::move(ref);
             }
             double worst = 0;
             for (size_t i = 0; i < run->losses.size(); ++i) {
-              worst = std::max(worst, RelativeDifference(run->losses[i], references[key][i]));
+              worst = std::max(worst, RelativeDifference(run->losses[i], references[reference_key][i]));
             }
             checks.push_back(Check(absl::StrCat(label, ": losses equal the plain loop's"),
                                    worst <= kReferenceTolerance,
@@ -305,7 +321,8 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
             if (planned.ok()) {
               absl::StatusOr<RunResult> run =
-                  TrainWithPlan(planned->plan, model->model_path, data, cap, link, o.runs);
+                  TrainWithPlan(planned->plan, model->model_path, data, cap, link, o.runs,
+                                o.warmups);
               if (!run.ok()) return run.status();
               nlohmann::json r = RunJson("ondemand", link, *planned, *run);
               r["at_harmony_microbatch"] = true;
@@ -356,7 +373,7 @@ absl::StatusOr<nlohmann::json> BenchOverhead(const BenchOptions& o) {
       planner::MakePlan(*profile, PlanOptions(1, memory, kMinibatch, Schedule::kHarmony, 0));
   if (!made.ok()) return made.status();
   absl::StatusOr<RunResult> run =
-      TrainWithPlan(made->plan, model->model_path, model->data, memory, 0, o.runs);
+      TrainWithPlan(made->plan, model->model_path, model->data, memory, 0, o.runs, o.warmups);
   if (!run.ok()) return run.status();
   absl::StatusOr<std::vector<double>> plain =
       TimePlainLoop(made->plan, model->model_path, model->data, o.runs);

@@ -18,8 +18,13 @@ namespace harmony::bench {
 struct BenchOptions {
   // Smaller models and fewer sizes, to finish in minutes (see bench.sh).
   bool quick = false;
-  // Timed runs of every measurement, after one warm-up (at least 3).
+  // Timed runs of every measurement (at least 3).
   int runs = 3;
+  // Untimed iterations before a training run's timed ones. A run's
+  // iterations get faster for several iterations (measured on the scale
+  // bench's resnet: iterations 2-4 took 10-30% longer than 5 on), so the
+  // full form warms up 3.
+  int warmups = 1;
   // Scratch files (models, data, profiles, plans).
   std::string work_dir;
 };

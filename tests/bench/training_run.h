@@ -72,12 +72,13 @@ struct RunResult {
   double compute_s = 0, swap_wait_s = 0, optimizer_s = 0;  // Medians.
 };
 
-// Trains `runs` timed iterations after one warm-up on `plan.num_devices`
-// virtual devices of `device_memory` bytes, the host link throttled to
-// `emulate_link` bytes/s when > 0.
+// Trains `runs` timed iterations after `warmups` untimed ones on
+// `plan.num_devices` virtual devices of `device_memory` bytes, the host link
+// throttled to `emulate_link` bytes/s when > 0.
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
-                                        uint64_t device_memory, double emulate_link, int runs);
+                                        uint64_t device_memory, double emulate_link, int runs,
+                                        int warmups = 1);
 
 // The plain LibTorch loop over the plan's microbatches, `iterations` of
 // them: the losses the runtime's must equal.
