@@ -111,6 +111,14 @@ executor::OptimizerOptions BenchOptimizerOptions() {
 absl::StatusOr<planner::MadePlan> PlanSchedule(const proto::ProfileFile& profile,
                                                planner::MakePlanOptions options) {
   if (options.schedule == planner::Schedule::kHarmony) return planner::MakePlan(profile, options);
+  if (options.microbatch > 0) {  // Pinned: that microbatch or nothing.
+    absl::StatusOr<planner::MadePlan> made = planner::MakePlan(profile, options);
+    if (made.ok() && !made->result.sim.fits) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("does not fit the devices at microbatch ", options.microbatch));
+    }
+    return made;
+  }
   const int share = options.schedule == planner::Schedule::kGpipe
                         ? options.minibatch
                         : (options.minibatch + options.num_devices - 1) / options.num_devices;

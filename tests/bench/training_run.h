@@ -59,7 +59,9 @@ executor::OptimizerOptions BenchOptimizerOptions();
 
 // MakePlan, except that a baseline (options.schedule != harmony) is planned
 // at the largest power-of-two microbatch size, up to its share of the
-// minibatch, whose simulated peak fits the devices: as its users would pick.
+// minibatch, whose simulated peak fits the devices: as its users would pick;
+// at options.microbatch when that is set (ResourceExhausted if it does not
+// fit).
 absl::StatusOr<planner::MadePlan> PlanSchedule(const proto::ProfileFile& profile,
                                                planner::MakePlanOptions options);
 
