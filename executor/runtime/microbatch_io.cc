@@ -1,0 +1,193 @@
+// A microbatch's inputs and outputs: Runtime::Impl's copies over the host
+// link on the device's copy streams, and hand-overs to the same or another
+// device (runtime_impl.h).
+
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+#include "executor/runtime/runtime_impl.h"
+
+namespace harmony::executor {
+namespace {
+
+using common::CallTorch;
+
+uint64_t BytesOf(const c10::IValue& v) {
+  return v.isTensor() ? static_cast<uint64_t>(v.toTensor().nbytes()) : 0;
+}
+
+}  // namespace
+
+Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb) {
+  HostInputs in;
+  auto scope = devices[d]->Place(absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
+  const double start = Now();
+  uint64_t data_bytes = 0, target_bytes = 0;
+  HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
+    for (const Ref& r : data_routes.at(t.id)) {
+      at::Tensor host_rows = batch_inputs.at(r.second).narrow(0, mb.offset, mb.size);
+      in.data[r] = devices[d]->ToDevice(host_rows, "data");
+      data_bytes += host_rows.nbytes();
+    }
+    if (t.fused_loss && !takes_targets) {
+      for (size_t i = 0; i < batch_targets.size(); ++i) {
+        at::Tensor rows = batch_targets[i].narrow(0, mb.offset, mb.size);
+        in.data[{-2, static_cast<int>(i)}] = devices[d]->ToDevice(rows, "targets");
+        target_bytes += rows.nbytes();
+      }
+    }
+  }, absl::StatusCode::kInternal));
+  Link(0, data_bytes + target_bytes, start);
+  counts[kDataIn] += data_bytes;
+  counts[kTargetsIn] += target_bytes;
+  if (data_bytes + target_bytes > 0) {
+    Trace(d, kSwapIn, absl::StrCat("data in task ", t.id, " #", mb.index), start);
+  }
+  for (size_t i = 0; i < t.transfers.size(); ++i) {
+    const Transfer& x = t.transfers[i];
+    if (x.microbatch != mb.index || !IsInput(x) || x.channel != Channel::kHost) continue;
+    const TransferKind sent = x.kind == TransferKind::kStashIn ? TransferKind::kStashOut
+                                                               : TransferKind::kActivationsOut;
+    HARMONY_ASSIGN_OR_RETURN(auto got, Receive(t.id, x.peer_task, sent, mb.offset, mb.size));
+    const double copy_start = Now();  // The sender's values are on the host now.
+    uint64_t bytes = 0;
+    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " inputs"), [&] {
+      for (auto& [ref, v] : got) {
+        bytes += BytesOf(v);
+        v = devices[d]->ToDevice(v, absl::StrCat("inputs of task ", t.id));
+      }
+    }, absl::StatusCode::kInternal));
+    Link(0, bytes, copy_start);
+    counts[x.kind == TransferKind::kStashIn ? kStashIn : kActivationsIn] += bytes;
+    Trace(d, kSwapIn, absl::StrCat(x.kind == TransferKind::kStashIn ? "stash in " : "activations in ",
+                                   t.id, " #", mb.index),
+          copy_start);
+    in.by_transfer[i] = std::move(got);
+  }
+  return in;
+}
+
+std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Task& t, int d, const planner::Microbatch& mb) {
+  auto promise = std::make_shared<std::promise<HostInputsResult>>();
+  std::future<HostInputsResult> result = promise->get_future();
+  devices[d]->copy_in().Post([this, &t, d, mb, promise] {
+    HostInputsResult r = absl::InternalError("copy-in stopped");
+    try {
+      r = CopyInputsIn(t, d, mb);
+    } catch (const std::exception& e) {
+      r = absl::InternalError(absl::StrCat("task ", t.id, " inputs: ", e.what()));
+    }
+    promise->set_value(std::move(r));
+  });
+  return result;
+}
+
+absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const planner::Microbatch& mb,
+                           std::future<HostInputsResult>& host,
+                           std::map<Ref, c10::IValue>& values,
+                           std::vector<std::map<Ref, c10::IValue>>* gradients) {
+  const double start = Now();
+  HARMONY_ASSIGN_OR_RETURN(HostInputs in, host.get());
+  for (auto& [ref, v] : in.data) values[ref] = std::move(v);
+  for (size_t i = 0; i < t.transfers.size(); ++i) {
+    const Transfer& x = t.transfers[i];
+    if (x.microbatch != mb.index || !IsInput(x)) continue;
+    std::map<Ref, c10::IValue> got;
+    if (x.channel == Channel::kHost) {
+      got = std::move(in.by_transfer[i]);
+    } else {
+      const TransferKind sent = x.kind == TransferKind::kStashIn
+                                    ? TransferKind::kStashOut
+                                    : TransferKind::kActivationsOut;
+      HARMONY_ASSIGN_OR_RETURN(got, Receive(t.id, x.peer_task, sent, mb.offset, mb.size));
+    }
+    const bool from_backward = graph.tasks[x.peer_task].kind == TaskKind::kBackward;
+    if (t.kind == TaskKind::kBackward && from_backward) {
+      gradients->push_back(std::move(got));
+    } else {
+      for (auto& [ref, v] : got) values[ref] = std::move(v);
+    }
+  }
+  wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const planner::Microbatch& mb,
+                         const std::map<Ref, c10::IValue>& values) {
+  struct HostSend {
+    int to;
+    TransferKind kind;
+    Piece piece;  // Device tensors until copied.
+  };
+  std::vector<HostSend> host_sends;
+  for (const Transfer& x : t.transfers) {
+    if (x.microbatch != mb.index || !IsOutput(x)) continue;
+    const Task& to = graph.tasks[x.peer_task];
+    const double start = Now();
+    const std::vector<Ref>& refs = routes.at({t.id, x.peer_task, static_cast<int>(x.kind)});
+    Piece piece;
+    piece.offset = mb.offset;
+    piece.size = mb.size;
+    uint64_t bytes = 0;
+    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " sending"), [&] {
+      for (const Ref& r : refs) {
+        auto it = values.find(r);
+        if (it == values.end()) {
+          if (t.kind == TaskKind::kBackward) continue;  // Not a float tensor.
+          throw std::runtime_error(absl::StrCat(
+              "task ", t.id, " holds no value of vLayer ", r.first, " output ", r.second,
+              " to send to task ", to.id));
+        }
+        bytes += BytesOf(it->second);
+        piece.values[r] = x.channel == Channel::kPeer
+                              ? devices[to.device]->ToDevice(
+                                    it->second, absl::StrCat("receiving from task ", t.id))
+                              : it->second;
+      }
+    }, absl::StatusCode::kInternal));
+    if (x.channel == Channel::kHost) {
+      host_sends.push_back({to.id, x.kind, std::move(piece)});
+      continue;
+    }
+    if (x.channel == Channel::kPeer) {
+      counts[kPeerBytes] += bytes;
+      Trace(d, kPeer, absl::StrCat("to device ", to.device, " #", mb.index), start);
+    }
+    Post(to.id, t.id, x.kind, std::move(piece));
+  }
+  if (host_sends.empty()) return absl::OkStatus();
+  devices[d]->copy_out().Post([this, d, from = t.id, index = mb.index,
+                             sends = std::move(host_sends)]() mutable {
+    for (HostSend& s : sends) {
+      const double start = Now();
+      uint64_t bytes = 0;
+      std::map<Ref, c10::IValue> on_host;
+      absl::Status copied = CallTorch(absl::StrCat("task ", from, " sending"), [&] {
+        for (const auto& [ref, v] : s.piece.values) {
+          bytes += BytesOf(v);
+          on_host[ref] = ToHost(v);
+        }
+      }, absl::StatusCode::kInternal);
+      if (!copied.ok()) return Fail(copied);
+      Link(1, bytes, start);
+      s.piece.values = std::move(on_host);  // The device's copies are released now.
+      counts[s.kind == TransferKind::kStashOut ? kStashOut : kActivationsOut] += bytes;
+      Trace(d, kSwapOut, absl::StrCat(s.kind == TransferKind::kStashOut ? "stash out "
+                                                                        : "activations out ",
+                                      from, " #", index),
+            start);
+      Post(s.to, from, s.kind, std::move(s.piece));
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace harmony::executor

@@ -1,0 +1,273 @@
+// Runtime::Impl: the runtime's state and its task runner, shared by the
+// files that implement it (internal to executor/runtime):
+//   - runtime.cc: Create (plan checks, model, routes), SetData, RunIteration
+//     and the rest of the public API;
+//   - task_runner.cc: weights in and out, vLayers, forward / backward tasks,
+//     each device's task list, the host's updates;
+//   - microbatch_io.cc: a microbatch's inputs and outputs over the host
+//     link and between devices.
+//
+// Thread-safety: see runtime.h; the per-iteration state is guarded by `mu`
+// where several threads reach it.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_RUNTIME_IMPL_H_
+#define HARMONY_EXECUTOR_RUNTIME_RUNTIME_IMPL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/decomposer.h"
+#include "common/loss.h"
+#include "common/tensor_file.h"
+#include "executor/runtime/device.h"
+#include "executor/runtime/host_link.h"
+#include "executor/runtime/host_store.h"
+#include "executor/runtime/mailbox.h"
+#include "executor/runtime/runtime.h"
+#include "executor/runtime/trace.h"
+#include "planner/plan/plan_builder.h"
+
+namespace harmony::executor {
+
+struct Runtime::Impl {
+  using Channel = planner::Channel;
+  using PackRange = planner::PackRange;
+  using Task = planner::Task;
+  using TaskGraph = planner::TaskGraph;
+  using TaskKind = planner::TaskKind;
+  using Transfer = planner::Transfer;
+  using TransferKind = planner::TransferKind;
+
+  // A pack's weights on a device.
+  struct DeviceWeights {
+    PackRange range;
+    std::vector<std::vector<at::Tensor>> params, buffers;  // Per vLayer of range.
+  };
+  using WeightsResult = absl::StatusOr<std::shared_ptr<DeviceWeights>>;
+
+  RuntimeOptions options;
+  int threads_per_device = 1;  // Intra-op threads of each device's compute thread.
+  proto::Plan plan;
+  TaskGraph graph;
+  torch::jit::Module model;
+  std::unique_ptr<common::Decomposition> dec;
+  // Every parameter and buffer name -> the name vLayers use (tied weights).
+  std::map<std::string, std::string> aliases;
+  common::LossKind loss_kind = common::LossKind::kAuto;
+  bool takes_targets = false;
+  std::unique_ptr<HostStore> host;
+  std::vector<std::unique_ptr<Device>> devices;
+  // Tensors each out transfer carries, by (task, receiving task, kind), and
+  // forward's arguments each task reads; fixed at Create.
+  std::map<std::tuple<int, int, int>, std::vector<Ref>> routes;
+  std::map<int, std::vector<Ref>> data_routes;
+  // Tasks each update waits for.
+  std::map<int, std::vector<int>> update_deps;
+  // last_reader[k][i]: the last vLayer reading output i of vLayer k.
+  std::vector<std::map<int, int>> last_reader;
+  // batched[k][i]: output i of vLayer k has the microbatch as dimension 0.
+  std::vector<std::vector<bool>> batched;
+  common::TrainingData data;
+  std::vector<int64_t> order;  // Sample order of the current epoch.
+  int64_t iteration = 0;
+  int minibatch = 0;
+
+  std::unique_ptr<HostLink> link;  // Emulated or not: the clock.
+  std::unique_ptr<TraceRecorder> tracer;
+
+  std::mutex rng_mu;  // The global CPU generator, for vLayers with dropout.
+
+  // --- Per iteration.
+  std::mutex mu;
+  std::condition_variable cv;
+  absl::Status error;
+  std::vector<bool> done;
+  Mailbox mail{[this](const Ref& r, const c10::IValue& v, int size) {
+    return IsBatched(r, v, size);
+  }};
+  // vDP: gradients of (task) published for the reduction.
+  std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
+  std::set<int> reduced;  // Tasks whose published gradients were summed.
+  std::map<int, double> losses;  // By first sample.
+  // The minibatch: forward's arguments (the inputs, plus the targets when
+  // forward takes them) and the targets.
+  std::vector<at::Tensor> batch_inputs, batch_targets;
+  std::atomic<uint64_t> counts[10];
+  std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
+
+  enum Count {
+    kWeightsIn, kGradientsOut, kActivationsIn, kActivationsOut, kStashOut, kStashIn,
+    kPeerBytes, kDataIn, kTargetsIn, kNumCounts
+  };
+
+  double Now() const { return link->Now(); }
+
+  void Trace(int device, TraceStream stream, std::string name, double start) {
+    if (tracer->on()) tracer->Add(device, stream, std::move(name), start, Now());
+  }
+
+  // Holds the caller until `bytes` have crossed the (emulated) host link
+  // to the devices (0) or to the host (1), counting from `since`.
+  void Link(int direction, uint64_t bytes, double since) {
+    link->Cross(direction == 0 ? LinkDirection::kToDevice : LinkDirection::kToHost, bytes, since);
+  }
+
+  void Fail(const absl::Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (error.ok()) error = s;
+      cv.notify_all();
+    }
+    mail.Stop();
+  }
+
+  // --- Plan facts.
+
+  const common::VLayerInfo& Info(int k) const { return dec->vlayers()[k]; }
+
+  // Tensors produced in `producer` (or forward's arguments when
+  // producer.begin is -1) and read by vLayers in `consumer`.
+  std::vector<Ref> RefsBetween(PackRange producer, PackRange consumer) const;
+
+  // What a task's ACTIVATIONS_OUT or STASH_OUT transfer to `to` carries: a
+  // stash, everything `to` reads from before it; a forward, what it makes
+  // and `to` reads; a backward, the gradients of its inputs made by `to`.
+  std::vector<Ref> Route(const Task& t, const Task& to, TransferKind kind) const {
+    if (kind == TransferKind::kStashOut) return RefsBetween({0, to.vlayers.begin}, to.vlayers);
+    if (t.kind == TaskKind::kBackward) return RefsBetween(to.vlayers, t.vlayers);
+    return RefsBetween(t.vlayers, to.vlayers);
+  }
+
+  bool IsBatched(const Ref& r, const c10::IValue& v, int size) const;
+
+  void Post(int to, int from, TransferKind kind, Piece piece) {
+    mail.Post(to, from, static_cast<int>(kind), std::move(piece));
+  }
+
+  absl::StatusOr<std::map<Ref, c10::IValue>> Receive(int to, int from, TransferKind kind,
+                                                      int offset, int size) {
+    return mail.Receive(to, from, static_cast<int>(kind), offset, size);
+  }
+
+  // --- Weights.
+
+  // Copies the host's weights of `range` onto device `d`.
+  WeightsResult LoadWeights(int d, PackRange range, const std::string& label);
+
+  // Buffers of the vLayers in `w` that update them, back to the host.
+  uint64_t StoreBuffers(const DeviceWeights& w);
+
+  // --- Running vLayers.
+
+  absl::StatusOr<std::vector<c10::IValue>> RunVLayer(int d, int k, const DeviceWeights& w,
+                                                     const std::vector<at::Tensor>& buffers,
+                                                     const std::vector<c10::IValue>& in,
+                                                     int offset);
+
+  // The inputs of vLayer k from `values` (and the microbatch's data).
+  std::vector<c10::IValue> InputsOf(int k, const std::map<Ref, c10::IValue>& values) const {
+    std::vector<c10::IValue> in;
+    for (const common::ValueSource& s : Info(k).inputs) in.push_back(values.at({s.producer, s.index}));
+    return in;
+  }
+
+  // --- Inputs and outputs of a microbatch.
+  //
+  // What crosses the host link runs on the device's copy streams, beside
+  // its compute (DESIGN.md §6): a task's inputs from the host (data,
+  // targets, activations and stashes sent through the host) are copied in
+  // on the copy-in stream, all of the task's microbatches in order, from
+  // when the device starts the task; what it sends through the host, and
+  // its gradients, are copied out on the copy-out stream, the device
+  // tensors counting against the device until their copy has finished.
+  // Values that stay on the device (LOCAL) or go to another device (PEER)
+  // are handed over by the compute thread itself.
+
+  // One microbatch's inputs from the host, on the device: by the index of
+  // their transfer in the task, and the data (forward's arguments and the
+  // loss's targets).
+  struct HostInputs {
+    std::map<size_t, std::map<Ref, c10::IValue>> by_transfer;
+    std::map<Ref, c10::IValue> data;
+  };
+  using HostInputsResult = absl::StatusOr<HostInputs>;
+
+  static bool IsInput(const Transfer& x) {
+    return x.kind == TransferKind::kActivationsIn || x.kind == TransferKind::kStashIn;
+  }
+  static bool IsOutput(const Transfer& x) {
+    return x.kind == TransferKind::kActivationsOut || x.kind == TransferKind::kStashOut;
+  }
+
+  // Runs on the copy-in stream of device `d`.
+  HostInputsResult CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb);
+
+  // Starts copying one microbatch's host inputs in on device `d`'s copy-in
+  // stream.
+  std::future<HostInputsResult> PostInputs(const Task& t, int d, const planner::Microbatch& mb);
+
+  // Everything task `t` reads for one microbatch, into `values` (keyed by
+  // tensor): the host inputs `host` brings, and what other tasks left on
+  // this device or sent from another. Gradients a backward task receives
+  // from later backward tasks go to `gradients`, in the order of the task's
+  // transfers.
+  absl::Status ReceiveInputs(const Task& t, int d, const planner::Microbatch& mb,
+                             std::future<HostInputsResult>& host,
+                             std::map<Ref, c10::IValue>& values,
+                             std::vector<std::map<Ref, c10::IValue>>* gradients);
+
+  // Sends the values of one microbatch along the task's ACTIVATIONS_OUT and
+  // STASH_OUT transfers. For a backward task, `values` holds the gradients
+  // of its inputs. LOCAL and PEER sends are done when this returns; HOST
+  // sends are posted on the copy-out stream, which keeps the device tensors
+  // until they are on the host and then delivers them.
+  absl::Status SendOutputs(const Task& t, int d, const planner::Microbatch& mb,
+                           const std::map<Ref, c10::IValue>& values);
+
+  // --- Tasks.
+
+  absl::Status Forward(const Task& t, int d, DeviceWeights& w,
+                       std::vector<std::future<HostInputsResult>>& inputs,
+                       const std::function<void()>& first_inputs_in);
+
+  absl::Status Backward(const Task& t, int d, DeviceWeights& w,
+                        std::vector<std::future<HostInputsResult>>& inputs,
+                        const std::function<void()>& first_inputs_in);
+
+  // The task's gradients, as a list per vLayer (zeros where a parameter got
+  // none).
+  std::vector<std::vector<at::Tensor>> GradientsOf(const DeviceWeights& w);
+
+  // After a backward task: the vDP reduction and the gradients to the host.
+  absl::Status FinishBackward(const Task& t, int d, DeviceWeights& w);
+
+  // Starts swapping weights in on device `d`'s weights stream.
+  std::future<WeightsResult> PostWeights(int d, PackRange range, std::string label);
+
+  // Device `d`'s compute thread: its tasks in order. A task starts once the
+  // previous one has computed (and, in vDP, reduced); what the previous one
+  // copies out may still be on its way.
+  absl::Status RunDevice(int d);
+
+  absl::Status RunUpdates();
+
+  void NextMinibatch();
+  int64_t current_epoch = -1;
+};
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_RUNTIME_IMPL_H_

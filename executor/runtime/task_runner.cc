@@ -1,0 +1,518 @@
+// The task runner: Runtime::Impl's weights, vLayers, tasks, each device's
+// task list and the host's updates (runtime_impl.h).
+
+#include <algorithm>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <ATen/core/Generator.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/intra_op_threads.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+#include "executor/runtime/runtime_impl.h"
+
+namespace harmony::executor {
+
+using common::CallTorch;
+
+std::vector<Ref> Runtime::Impl::RefsBetween(PackRange producer, PackRange consumer) const {
+  std::set<Ref> refs;
+  for (int k = consumer.begin; k < consumer.end; ++k) {
+    for (const common::ValueSource& s : Info(k).inputs) {
+      const bool inside = producer.begin < 0
+                              ? s.producer < 0
+                              : s.producer >= producer.begin && s.producer < producer.end;
+      if (inside && !(s.producer >= consumer.begin && s.producer < consumer.end)) {
+        refs.insert({s.producer, s.index});
+      }
+    }
+  }
+  return {refs.begin(), refs.end()};
+}
+
+bool Runtime::Impl::IsBatched(const Ref& r, const c10::IValue& v, int size) const {
+  if (!v.isTensor()) return false;
+  const at::Tensor& t = v.toTensor();
+  if (r.first < 0) return true;  // The data.
+  if (r.first < static_cast<int>(batched.size()) &&
+      r.second < static_cast<int>(batched[r.first].size())) {
+    return batched[r.first][r.second];
+  }
+  return t.dim() > 0 && t.size(0) == size;
+}
+
+Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, PackRange range, const std::string& label) {
+  const double start = Now();
+  auto w = std::make_shared<DeviceWeights>();
+  w->range = range;
+  uint64_t bytes = 0;
+  auto scope = devices[d]->Place(absl::StrCat("weights in for ", label));
+  HARMONY_RETURN_IF_ERROR(CallTorch(label, [&] {
+    for (int k = range.begin; k < range.end; ++k) {
+      const std::vector<at::Tensor> buffers = host->buffers(k);
+      std::vector<at::Tensor> ps, bs;
+      // One vLayer at a time on the link, so a microbatch's inputs
+      // waiting for it are not held behind a whole pack's weights.
+      const double copy_start = Now();
+      ps = devices[d]->ToDeviceMany(host->params(k), label);
+      bs = devices[d]->ToDeviceMany(buffers, label);
+      uint64_t layer_bytes = 0;
+      for (at::Tensor& t : ps) {
+        t.requires_grad_(true);
+        layer_bytes += t.nbytes();
+      }
+      for (const at::Tensor& b : bs) layer_bytes += b.nbytes();
+      bytes += layer_bytes;
+      Link(0, layer_bytes, copy_start);
+      w->params.push_back(std::move(ps));
+      w->buffers.push_back(std::move(bs));
+    }
+  }, absl::StatusCode::kInternal));
+  counts[kWeightsIn] += bytes;
+  Trace(d, TraceStream::kWeightsIn, absl::StrCat("weights in ", label), start);
+  return w;
+}
+
+uint64_t Runtime::Impl::StoreBuffers(const DeviceWeights& w) {
+  auto on_host = PlaceOnHost();
+  uint64_t bytes = 0;
+  for (int k = w.range.begin; k < w.range.end; ++k) {
+    if (!Info(k).updates_buffers) continue;
+    std::vector<at::Tensor> copies;
+    for (const at::Tensor& b : w.buffers[k - w.range.begin]) {
+      copies.push_back(ToHost(b).toTensor());
+      bytes += b.nbytes();
+    }
+    host->SetBuffers(k, std::move(copies));
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, const DeviceWeights& w,
+                                                   const std::vector<at::Tensor>& buffers,
+                                                   const std::vector<c10::IValue>& in,
+                                                   int offset) {
+  const std::vector<at::Tensor>& params = w.params[k - w.range.begin];
+  if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
+  std::lock_guard<std::mutex> lock(rng_mu);
+  at::Generator gen = devices[d]->generator();
+  {
+    std::lock_guard<std::mutex> g(gen.mutex());
+    gen.set_current_seed(DropoutSeed(options.seed, iteration, offset, k));
+  }
+  return dec->Run(k, params, buffers, in);
+}
+
+absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
+                     std::vector<std::future<HostInputsResult>>& inputs,
+                     const std::function<void()>& first_inputs_in) {
+  c10::NoGradGuard no_grad;
+  for (size_t m = 0; m < t.microbatches.size(); ++m) {
+    const planner::Microbatch& mb = t.microbatches[m];
+    std::map<Ref, c10::IValue> values;
+    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
+    if (m == 0) first_inputs_in();
+    const double start = Now();
+    // What leaves the task; everything else is dropped after its last
+    // reader in the pack.
+    std::set<Ref> sent;
+    for (const Transfer& x : t.transfers) {
+      if (x.microbatch != mb.index) continue;
+      if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
+      for (const Ref& r : routes.at({t.id, x.peer_task, static_cast<int>(x.kind)})) {
+        sent.insert(r);
+      }
+    }
+    {
+      auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (forward of vLayers ",
+                                           t.vlayers.begin, "-", t.vlayers.end - 1,
+                                           "), microbatch ", mb.index));
+      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+        HARMONY_ASSIGN_OR_RETURN(
+            std::vector<c10::IValue> outs,
+            RunVLayer(d, k, w, w.buffers[k - w.range.begin], InputsOf(k, values), mb.offset));
+        for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
+        for (auto it = values.begin(); it != values.end();) {
+          const bool later = it->first.first >= 0 && last_reader[it->first.first].count(it->first.second) &&
+                             last_reader[it->first.first].at(it->first.second) > k;
+          if (!later && !sent.count(it->first) && it->first.first >= 0) {
+            it = values.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+    }
+    // What it made leaves this thread.
+    HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+    compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
+                                    " #", mb.index),
+          start);
+    HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, values));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
+                      std::vector<std::future<HostInputsResult>>& inputs,
+                      const std::function<void()>& first_inputs_in) {
+  // Gradients accumulate over the task's microbatches from zero.
+  for (auto& ps : w.params) {
+    for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
+  }
+  for (size_t m = 0; m < t.microbatches.size(); ++m) {
+    const planner::Microbatch& mb = t.microbatches[m];
+    std::map<Ref, c10::IValue> values;
+    std::vector<std::map<Ref, c10::IValue>> incoming;
+    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming));
+    if (m == 0) first_inputs_in();
+    const double start = Now();
+    std::map<Ref, c10::IValue> input_grads;
+    {
+      auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (backward of vLayers ",
+                                           t.vlayers.begin, "-", t.vlayers.end - 1,
+                                           "), microbatch ", mb.index));
+      // Live-ins from earlier vLayers become leaves.
+      std::map<Ref, at::Tensor> leaves;
+      HARMONY_RETURN_IF_ERROR(CallTorch("leaves", [&] {
+        for (auto& [ref, v] : values) {
+          if (ref.first < 0 || !v.isTensor()) continue;
+          at::Tensor leaf = v.toTensor().detach();
+          if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+          leaves[ref] = leaf;
+          v = leaf;
+        }
+      }));
+      c10::AutoGradMode grad_mode(true);
+      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+        // The fused forward updates the real buffers; a recompute, copies.
+        std::vector<at::Tensor> buffers = w.buffers[k - w.range.begin];
+        if (!t.fused_loss) {
+          for (at::Tensor& b : buffers) b = b.clone();
+        }
+        HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> outs,
+                                 RunVLayer(d, k, w, buffers, InputsOf(k, values), mb.offset));
+        for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
+      }
+      std::vector<at::Tensor> roots, root_grads;
+      if (t.fused_loss) {
+        const c10::IValue& out = values.at({dec->num_vlayers() - 1, 0});
+        if (!out.isTensor()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "forward returned ", out.type()->str(), ", expected a tensor"));
+        }
+        std::vector<at::Tensor> targets;
+        if (!takes_targets) {
+          for (size_t i = 0; i < batch_targets.size(); ++i) {
+            targets.push_back(values.at({-2, static_cast<int>(i)}).toTensor());
+          }
+        }
+        HARMONY_ASSIGN_OR_RETURN(
+            at::Tensor loss,
+            common::LossFromOutput(out.toTensor(), targets, takes_targets, loss_kind));
+        HARMONY_ASSIGN_OR_RETURN(at::Tensor scaled, CallTorch("loss", [&] {
+          return loss * (static_cast<double>(mb.size) / minibatch);
+        }));
+        const double value = scaled.item<double>();
+        if (!std::isfinite(value)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the loss is ", value, " at iteration ", iteration, ", samples ", mb.offset,
+              "-", mb.offset + mb.size - 1));
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          losses[mb.offset] = value;
+        }
+        roots.push_back(scaled);
+        root_grads.push_back(at::ones_like(scaled));
+      } else {
+        // Gradients of the outputs, summed over the later packs that read
+        // them (the latest first, as autograd would).
+        std::map<Ref, at::Tensor> grads;
+        for (auto it = incoming.rbegin(); it != incoming.rend(); ++it) {
+          for (auto& [ref, g] : *it) {
+            if (!g.isTensor()) continue;
+            at::Tensor& acc = grads[ref];
+            acc = acc.defined() ? acc + g.toTensor() : g.toTensor();
+          }
+        }
+        for (auto& [ref, g] : grads) {
+          const c10::IValue& out = values.at(ref);
+          if (!out.isTensor() || !out.toTensor().requires_grad()) continue;
+          roots.push_back(out.toTensor());
+          root_grads.push_back(g);
+        }
+      }
+      if (!roots.empty()) {
+        HARMONY_RETURN_IF_ERROR(CallTorch(
+            absl::StrCat("backward of vLayers ", t.vlayers.begin, "-", t.vlayers.end - 1),
+            [&] { torch::autograd::backward(roots, root_grads); }));
+      }
+      for (auto& [ref, leaf] : leaves) {
+        if (!at::isFloatingType(leaf.scalar_type())) continue;
+        input_grads[ref] = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
+      }
+      values.clear();
+    }
+    HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+    compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    Trace(d, kCompute, absl::StrCat(t.fused_loss ? "forward+loss+backward " : "backward ",
+                                    t.vlayers.begin, "-", t.vlayers.end - 1, " #",
+                                    mb.index),
+          start);
+    HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, input_grads));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<at::Tensor>> Runtime::Impl::GradientsOf(const DeviceWeights& w) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& ps : w.params) {
+    std::vector<at::Tensor> gs;
+    for (const at::Tensor& p : ps) {
+      gs.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+    }
+    out.push_back(std::move(gs));
+  }
+  return out;
+}
+
+absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& w) {
+  bool reduce = false, out = false;
+  for (const Transfer& x : t.transfers) {
+    reduce = reduce || x.kind == TransferKind::kGradientReduce;
+    out = out || x.kind == TransferKind::kGradientsOut;
+  }
+  std::vector<std::vector<at::Tensor>> grads;
+  HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
+    auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id));
+    grads = GradientsOf(w);
+  }, absl::StatusCode::kInternal));
+  // They leave this thread: to the device that sums, or the copy-out.
+  HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+  if (reduce && !out) {
+    // Hand them to the device that sums, and wait until it has (a
+    // collective, as the plan has it): the gradients live on this device
+    // until then, so its next task must not start beside them.
+    const double start = Now();
+    std::unique_lock<std::mutex> lock(mu);
+    reduce_slots[t.id] = std::move(grads);
+    cv.notify_all();
+    cv.wait(lock, [&] { return !error.ok() || reduced.count(t.id) > 0; });
+    wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+    return absl::OkStatus();
+  }
+  if (reduce) {
+    // Sum the other devices' gradients of this pack, in device order.
+    for (const Task& other : graph.tasks) {
+      if (other.kind != TaskKind::kBackward || other.pack != t.pack || other.id == t.id) continue;
+      const double start = Now();
+      std::vector<std::vector<at::Tensor>> theirs;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !error.ok() || reduce_slots.count(other.id) > 0; });
+        if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+        theirs = std::move(reduce_slots[other.id]);
+        reduce_slots.erase(other.id);
+      }
+      uint64_t bytes = 0;
+      HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
+        auto scope = devices[d]->Place(absl::StrCat("reducing gradients of task ", t.id));
+        // One parameter's copy at a time, summed in place: the same
+        // sums as out of place, without a second copy of the gradients.
+        for (size_t k = 0; k < grads.size(); ++k) {
+          for (size_t j = 0; j < grads[k].size(); ++j) {
+            const at::Tensor copy =
+                devices[d]->ToDevice(theirs[k][j], "reducing gradients").toTensor();
+            bytes += copy.nbytes();
+            grads[k][j].add_(copy);
+          }
+        }
+      }, absl::StatusCode::kInternal));
+      HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+      theirs.clear();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        reduced.insert(other.id);
+        cv.notify_all();
+      }
+      counts[kPeerBytes] += bytes;
+      wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      Trace(d, kPeer, absl::StrCat("reduce from task ", other.id), start);
+    }
+  }
+  if (!out) return absl::OkStatus();
+  // The plan sends a fused forward's updated buffers with the gradients
+  // when this device keeps the statistics (its bytes say so); they are
+  // small and copied now.
+  uint64_t planned = 0, gradient_bytes = 0;
+  for (const Transfer& x : t.transfers) {
+    if (x.kind == TransferKind::kGradientsOut) planned += x.bytes;
+  }
+  for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+    gradient_bytes += host->owned_gradient_bytes(k);
+  }
+  const uint64_t buffer_bytes = t.fused_loss && planned > gradient_bytes ? StoreBuffers(w) : 0;
+  // The gradients go to the host on the copy-out stream, which holds them
+  // on the device until they are there.
+  devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
+    const double start = Now();
+    uint64_t bytes = buffer_bytes;
+    absl::Status copied = CallTorch("gradients out", [&] {
+      auto on_host = PlaceOnHost();
+      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+        std::vector<at::Tensor> gs = grads[k - t.vlayers.begin];
+        for (at::Tensor& g : gs) {
+          if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
+        }
+        bytes += host->AddGradients(k, gs);
+      }
+    }, absl::StatusCode::kInternal);
+    if (!copied.ok()) return Fail(copied);
+    Link(1, bytes, start);
+    counts[kGradientsOut] += bytes;
+    Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1),
+          start);
+  });
+  return absl::OkStatus();
+}
+
+std::future<Runtime::Impl::WeightsResult> Runtime::Impl::PostWeights(int d, PackRange range, std::string label) {
+  auto promise = std::make_shared<std::promise<WeightsResult>>();
+  std::future<WeightsResult> result = promise->get_future();
+  devices[d]->weights().Post([this, d, range, label = std::move(label), promise] {
+    promise->set_value(LoadWeights(d, range, label));
+  });
+  return result;
+}
+
+absl::Status Runtime::Impl::RunDevice(int d) {
+  Device& dev = *devices[d];
+  dev.StartCompute();
+  common::SetCallingThreadIntraOpThreads(threads_per_device);
+  std::vector<int> list = graph.DeviceTasks(d);
+  std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
+  std::map<int, std::future<WeightsResult>> prefetched;
+  absl::Status status;
+  for (int id : list) {
+    const Task& t = graph.tasks[id];
+    if (options.cancelled && options.cancelled()) {
+      status = absl::CancelledError("cancelled");
+      break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error.ok()) break;
+    }
+    const std::string label = absl::StrCat("task ", id, " (", planner::TaskKindName(t.kind),
+                                           " of vLayers ", t.vlayers.begin, "-",
+                                           t.vlayers.end - 1, ")");
+    // Inputs from the host: copied in from now on, while the weights come.
+    std::vector<std::future<HostInputsResult>> inputs;
+    for (const planner::Microbatch& mb : t.microbatches) inputs.push_back(PostInputs(t, d, mb));
+    // Weights: kept, prefetched, or swapped in now.
+    std::shared_ptr<DeviceWeights> w;
+    const double wait_start = Now();
+    WeightsResult r = absl::InternalError("no weights");
+    if (kept && kept->range == t.vlayers) {
+      r = std::move(kept);
+    } else if (auto it = prefetched.find(id); it != prefetched.end()) {
+      r = it->second.get();
+      prefetched.erase(it);
+    } else {
+      r = PostWeights(d, t.vlayers, label).get();
+    }
+    kept.reset();
+    if (!r.ok()) {
+      status = r.status();
+      break;
+    }
+    w = *std::move(r);
+    wait_ns += static_cast<int64_t>((Now() - wait_start) * 1e9);
+    // Prefetch the next task's weights during this one, once its first
+    // microbatch has its inputs (which need the link first).
+    auto prefetch = [&] {
+      for (const Transfer& x : t.transfers) {
+        if (x.kind != TransferKind::kPrefetchWeights) continue;
+        const Task& next = graph.tasks[x.peer_task];
+        prefetched[next.id] = PostWeights(d, next.vlayers, absl::StrCat("task ", next.id));
+      }
+    };
+    // Exceptions stop here: a plan that does not fit the model (a value
+    // a vLayer needs and nobody sent) must not take the process down.
+    try {
+      status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs, prefetch)
+                                            : Backward(t, d, *w, inputs, prefetch);
+      if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
+    } catch (const std::exception& e) {
+      status = absl::InternalError(absl::StrCat(label, ": ", e.what()));
+    }
+    if (!status.ok()) break;
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kBuffersOut) {
+        // Small: copied now; the link time is spent on the copy-out stream.
+        const uint64_t bytes = StoreBuffers(*w);
+        dev.copy_out().Post([this, d, id, bytes] {
+          const double start = Now();
+          Link(1, bytes, start);
+          counts[kGradientsOut] += bytes;
+          Trace(d, kSwapOut, absl::StrCat("buffers out task ", id), start);
+        });
+      }
+      if (x.kind == TransferKind::kKeepResident) kept = w;
+    }
+    // The task is done when what it copies out has arrived.
+    dev.copy_out().Post([this, id] {
+      std::lock_guard<std::mutex> lock(mu);
+      done[id] = true;
+      cv.notify_all();
+    });
+  }
+  // Copies still queued for a failed iteration stop at the error.
+  if (!status.ok()) Fail(status);
+  dev.copy_in().Drain();
+  dev.weights().Drain();
+  dev.copy_out().Drain();
+  return status;
+}
+
+absl::Status Runtime::Impl::RunUpdates() {
+  for (const Task& t : graph.tasks) {
+    if (t.kind != TaskKind::kUpdate) continue;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] {
+        if (!error.ok()) return true;
+        for (int dep : update_deps.at(t.id)) {
+          if (!done[dep]) return false;
+        }
+        return true;
+      });
+      if (!error.ok()) return absl::CancelledError("stopped: a task failed");
+    }
+    const double start = Now();
+    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) host->Update(k);
+    optimizer_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
+          start);
+    std::lock_guard<std::mutex> lock(mu);
+    done[t.id] = true;
+    cv.notify_all();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace harmony::executor
