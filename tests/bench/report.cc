@@ -57,6 +57,14 @@ const json* FindRun(const json& config, const std::string& schedule, bool emulat
   return nullptr;
 }
 
+// The run whose bytes stand for `schedule`'s plan: bytes depend on the plan,
+// not on the link, so the run without emulation, else the emulated one (the
+// full form runs emulated only).
+const json* ByteRun(const json& config, const std::string& schedule) {
+  const json* r = FindRun(config, schedule, false);
+  return r ? r : FindRun(config, schedule, true);
+}
+
 // ", N% reserved" when the run's plan had to leave more than the default
 // 10% of the device free; "" otherwise.
 // The cell of a schedule that has no run in configuration `c`: "does not
@@ -88,8 +96,8 @@ const json& Configs(const json& results) {
 std::vector<double> ByteRatios(const json& results, const std::string& baseline) {
   std::vector<double> v;
   for (const json& c : Configs(results)) {
-    const json* h = FindRun(c, "harmony", false);
-    const json* b = FindRun(c, baseline, false);
+    const json* h = ByteRun(c, "harmony");
+    const json* b = ByteRun(c, baseline);
     if (h && b && HostBytes(*h) > 0) v.push_back(HostBytes(*b) / HostBytes(*h));
   }
   return v;
@@ -133,7 +141,7 @@ std::string Headline(const json& results) {
     }
     std::vector<double> lb;
     for (const json& c : Configs(results)) {
-      const json* h = FindRun(c, "harmony", false);
+      const json* h = ByteRun(c, "harmony");
       if (h) lb.push_back(HostBytes(*h) / c["lower_bound_bytes"].get<double>());
     }
     absl::StrAppend(&out, "- **Swap bytes per iteration** (runtime-counted; baseline ÷ Harmony, "
@@ -143,8 +151,8 @@ std::string Headline(const json& results) {
     // Weights and gradients alone: what input-batch grouping saves.
     std::vector<double> weights;
     for (const json& c : Configs(results)) {
-      const json* h = FindRun(c, "harmony", false);
-      const json* od = FindRun(c, "ondemand", false);
+      const json* h = ByteRun(c, "harmony");
+      const json* od = ByteRun(c, "ondemand");
       if (!h || !od) continue;
       auto w = [](const json& r) {
         return r["swap_bytes"]["weights_in"].get<double>() +
@@ -162,6 +170,7 @@ std::string Headline(const json& results) {
                                         "moves alike, dominate these small models' traffic; the "
                                         "saving is in the weights.\n");
     for (bool emulated : {false, true}) {
+      if (SimErrors(results, emulated).empty()) continue;  // No runs in this mode.
       parts.clear();
       for (const std::string& b : kBaselines) {
         parts.push_back(absl::StrCat(b, " ", RangeText(SpeedRatios(results, b, emulated))));
@@ -171,9 +180,16 @@ std::string Headline(const json& results) {
                                : ", no link emulation",
                       "): ", absl::StrJoin(parts, ", "), ".\n");
     }
+    std::vector<std::string> errors;
+    if (!SimErrors(results, false).empty()) {
+      errors.push_back(
+          absl::StrCat(RangeText(SimErrors(results, false), "%.0f%%"), " without link emulation"));
+    }
+    if (!SimErrors(results, true).empty()) {
+      errors.push_back(absl::StrCat(RangeText(SimErrors(results, true), "%.0f%%"), " emulated"));
+    }
     absl::StrAppend(&out, "- **Simulator**: median |error| of the simulated iteration time ",
-                    RangeText(SimErrors(results, false), "%.0f%%"), " without link emulation, ",
-                    RangeText(SimErrors(results, true), "%.0f%%"), " emulated.\n");
+                    absl::StrJoin(errors, ", "), ".\n");
   }
   if (results.contains("overhead")) {
     const json& o = results["overhead"];
@@ -273,14 +289,14 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       }
       std::vector<std::string> cells;
       for (const std::string& sched : kSchedules) {
-        const json* r = FindRun(c, sched, false);
+        const json* r = ByteRun(c, sched);
         cells.push_back(r ? absl::StrFormat("%s (u=%d%s)", Bytes(HostBytes(*r)),
                                             (*r)["backward_microbatch"].get<int>(),
                                             ReserveNote(*r))
                           : Missing(c, sched));
       }
-      const json* h = FindRun(c, "harmony", false);
-      const json* od = FindRun(c, "ondemand", false);
+      const json* h = ByteRun(c, "harmony");
+      const json* od = ByteRun(c, "ondemand");
       const double lb = c["lower_bound_bytes"].get<double>();
       absl::StrAppendFormat(&md, "| %d | %d | %s | %s | %.1fx | %.1fx |\n",
                             c["devices"].get<int>(), c["minibatch"].get<int>(),
@@ -308,7 +324,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         chart.categories.push_back(absl::StrCat("N=", c["devices"].get<int>(), " D=",
                                                 c["minibatch"].get<int>()));
         for (size_t i = 0; i < kSchedules.size(); ++i) {
-          const json* r = FindRun(c, kSchedules[i], false);
+          const json* r = ByteRun(c, kSchedules[i]);
           chart.series[i].values.push_back(r ? HostBytes(*r) : kNaN);
         }
         chart.series.back().values.push_back(c["lower_bound_bytes"].get<double>());

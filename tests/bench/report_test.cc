@@ -100,5 +100,40 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/speedup_emulated.svg").ok());
 }
 
+// The full form runs with the emulated link only: bytes (a property of the
+// plan) then come from the emulated runs, and the headline leaves out the
+// link mode that has no runs instead of printing "n/a".
+TEST(ReportTest, EmulatedOnlyResultsStillShowBytes) {
+  json config = {{"model", "vgg"},
+                 {"zoo", {{"family", "vgg"}, {"depth", 32}, {"width", 32}, {"seq_len", 8},
+                          {"image_size", 16}}},
+                 {"devices", 2},
+                 {"minibatch", 64},
+                 {"device_memory", 1 << 20},
+                 {"weight_bytes", 1000},
+                 {"vlayers", 98},
+                 {"lower_bound_bytes", 500}};
+  config["runs"] = {MadeRun("harmony", true, 1000, 8, 0.1), MadeRun("ondemand", true, 5000, 2, 0.0),
+                    MadeRun("gpipe", true, 2000, 4, 0.0), MadeRun("dp-swap", true, 3000, 4, 0.0)};
+  json results = {{"machine", {{"cores", 2}, {"memory_bytes", 1 << 30}}},
+                  {"runs", 3},
+                  {"link_balance", {{"gemm_flop_per_s", 2e10}, {"flop_per_byte", 880},
+                                    {"emulated_link_bytes_per_s", 2e10 / 880}}},
+                  {"schedules", {{"configs", json::array({config})}}},
+                  {"checks", json::array()}};
+  const std::string headline = Headline(results);
+  EXPECT_NE(headline.find("ondemand 5.0x, gpipe 2.0x, dp-swap 3.0x"), std::string::npos)
+      << headline;
+  EXPECT_NE(headline.find("2.0x the lower bound"), std::string::npos) << headline;
+  EXPECT_EQ(headline.find("no link emulation"), std::string::npos) << headline;
+  EXPECT_EQ(headline.find("n/a"), std::string::npos) << headline;
+  char dir[] = "/tmp/report_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_TRUE(WriteReport(results, dir).ok());
+  auto md = common::ReadFileToString(std::string(dir) + "/REPORT.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("| 2 | 64 | 1000 B (u=4) | 4.88 KiB (u=4)"), std::string::npos) << *md;
+}
+
 }  // namespace
 }  // namespace harmony::bench
