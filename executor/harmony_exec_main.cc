@@ -23,9 +23,9 @@
 #include "common/plan_file.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
-#include "executor/optim/cpu_optimizer.h"
 #include "executor/runtime/runtime.h"
 #include "executor/service/daemon.h"
+#include "optim/cpu_optimizer.h"
 
 namespace po = boost::program_options;
 
@@ -137,7 +137,7 @@ int Run(const std::vector<std::string>& args) {
   if (!plan.ok()) return Fail(plan.status());
   auto devices = harmony::common::ParseDeviceSpec(devices_text);
   if (!devices.ok()) return Fail(devices.status());
-  auto kind = harmony::executor::ParseOptimizerKind(optimizer);
+  auto kind = harmony::optim::ParseOptimizerKind(optimizer);
   if (!kind.ok()) return Fail(kind.status());
 
   harmony::executor::RuntimeOptions options;

@@ -16,7 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "executor/optim/cpu_optimizer.h"
+#include "optim/cpu_optimizer.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::executor {
@@ -43,7 +43,7 @@ struct JobSpec {
   std::string model_bytes;
   std::string data_path;
   int64_t iterations = 0;
-  OptimizerOptions optimizer;
+  optim::OptimizerOptions optimizer;
   // Where the trained model is written; empty: not written.
   std::string output_path;
   // A checkpoint of the weights every N iterations (0: none).
@@ -92,7 +92,7 @@ struct JobRecord {
   std::string data_path;
   std::string output_path;
   int64_t iterations = 0;
-  OptimizerOptions optimizer;
+  optim::OptimizerOptions optimizer;
   int64_t checkpoint_interval = 0;
   uint64_t seed = 0;
 

@@ -22,13 +22,13 @@ namespace {
 
 using nlohmann::json;
 
-absl::string_view OptimizerName(OptimizerKind kind) {
+absl::string_view OptimizerName(optim::OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd:
+    case optim::OptimizerKind::kSgd:
       return "sgd";
-    case OptimizerKind::kAdam:
+    case optim::OptimizerKind::kAdam:
       return "adam";
-    case OptimizerKind::kAdamW:
+    case optim::OptimizerKind::kAdamW:
       return "adamw";
   }
   return "sgd";
@@ -135,7 +135,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.output_path = j.at("output_path").get<std::string>();
     r.iterations = j.at("iterations").get<int64_t>();
     const json& o = j.at("optimizer");
-    auto kind = ParseOptimizerKind(o.at("kind").get<std::string>());
+    auto kind = optim::ParseOptimizerKind(o.at("kind").get<std::string>());
     if (!kind.ok()) return kind.status();
     r.optimizer.kind = *kind;
     r.optimizer.learning_rate = o.at("learning_rate").get<double>();

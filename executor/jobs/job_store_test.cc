@@ -26,7 +26,7 @@ JobRecord Example() {
   r.model_path = "/m.pt";
   r.data_path = "/d.pt";
   r.iterations = 10;
-  r.optimizer.kind = OptimizerKind::kAdamW;
+  r.optimizer.kind = optim::OptimizerKind::kAdamW;
   r.optimizer.learning_rate = 0.003;
   r.seed = 5;
   r.num_devices = 2;
@@ -50,7 +50,7 @@ TEST(JobStoreTest, RecordsRoundTrip) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(JobRecordToJson(*back), JobRecordToJson(r));
   EXPECT_EQ(back->history[1].time, r.history[1].time);
-  EXPECT_EQ(back->optimizer.kind, OptimizerKind::kAdamW);
+  EXPECT_EQ(back->optimizer.kind, optim::OptimizerKind::kAdamW);
   EXPECT_EQ(back->progress->device_peak_bytes, (std::vector<uint64_t>{100, 200}));
   EXPECT_EQ(JobRecordFromJson("{").status().code(), absl::StatusCode::kInvalidArgument);
   auto missing = JobRecordFromJson(R"({"id": "job-1"})");

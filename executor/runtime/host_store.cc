@@ -16,7 +16,7 @@ using common::CallTorch;
 
 absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::Module& model,
                                                              const common::Decomposition& dec,
-                                                             const OptimizerOptions& optimizer,
+                                                             const optim::OptimizerOptions& optimizer,
                                                              bool pinned) {
   std::unique_ptr<HostStore> store(new HostStore());
   std::vector<std::unique_ptr<Layer>>& layers = store->layers_;
@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::M
       h->buffers.push_back(pinned ? b.detach().pin_memory() : b.detach().clone());
     }
     HARMONY_ASSIGN_OR_RETURN(h->optimizer,
-                             CpuOptimizer::Create(optimizer, static_cast<size_t>(elements)));
+                             optim::CpuOptimizer::Create(optimizer, static_cast<size_t>(elements)));
     layers.push_back(std::move(h));
   }
   return store;

@@ -27,7 +27,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
-#include "executor/optim/cpu_optimizer.h"
+#include "optim/cpu_optimizer.h"
 
 namespace torch::jit {
 struct Module;
@@ -47,7 +47,7 @@ class HostStore {
   // and buffers in pinned memory (for CUDA devices; needs a CUDA build).
   static absl::StatusOr<std::unique_ptr<HostStore>> Create(const torch::jit::Module& model,
                                                            const common::Decomposition& dec,
-                                                           const OptimizerOptions& optimizer,
+                                                           const optim::OptimizerOptions& optimizer,
                                                            bool pinned = false);
   ~HostStore();
 
@@ -96,7 +96,7 @@ class HostStore {
     mutable std::mutex mu;            // Guards `buffers` and `grads_in`.
     std::vector<at::Tensor> buffers;  // Replaced, never written in place.
     bool grads_in = false;            // Some gradients arrived this iteration.
-    std::unique_ptr<CpuOptimizer> optimizer;
+    std::unique_ptr<optim::CpuOptimizer> optimizer;
   };
   HostStore() = default;
 

@@ -29,23 +29,23 @@ namespace {
 
 using common::CallTorch;
 
-std::unique_ptr<torch::optim::Optimizer> TorchOptimizer(const OptimizerOptions& o,
+std::unique_ptr<torch::optim::Optimizer> TorchOptimizer(const optim::OptimizerOptions& o,
                                                         std::vector<at::Tensor> params) {
   switch (o.kind) {
-    case OptimizerKind::kSgd:
+    case optim::OptimizerKind::kSgd:
       return std::make_unique<torch::optim::SGD>(
           params, torch::optim::SGDOptions(o.learning_rate)
                       .momentum(o.momentum)
                       .dampening(o.dampening)
                       .nesterov(o.nesterov)
                       .weight_decay(o.weight_decay));
-    case OptimizerKind::kAdam:
+    case optim::OptimizerKind::kAdam:
       return std::make_unique<torch::optim::Adam>(
           params, torch::optim::AdamOptions(o.learning_rate)
                       .betas({o.beta1, o.beta2})
                       .eps(o.epsilon)
                       .weight_decay(o.weight_decay));
-    case OptimizerKind::kAdamW:
+    case optim::OptimizerKind::kAdamW:
       return std::make_unique<torch::optim::AdamW>(
           params, torch::optim::AdamWOptions(o.learning_rate)
                       .betas({o.beta1, o.beta2})
@@ -96,7 +96,7 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
   std::vector<std::vector<at::Tensor>> params(count), owned(count), buffers(count);
   std::vector<at::Tensor> all;
   std::set<std::string> seen;
-  std::vector<std::unique_ptr<CpuOptimizer>> harmony(count);
+  std::vector<std::unique_ptr<optim::CpuOptimizer>> harmony(count);
   for (int k = 0; k < count; ++k) {
     const common::VLayerInfo& info = dec->vlayers()[k];
     HARMONY_ASSIGN_OR_RETURN(params[k], common::ResolveTensors(model, info.parameters));
@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
       all.push_back(p);
       owned[k].push_back(p);
     }
-    HARMONY_ASSIGN_OR_RETURN(harmony[k], CpuOptimizer::Create(options.optimizer, elements));
+    HARMONY_ASSIGN_OR_RETURN(harmony[k], optim::CpuOptimizer::Create(options.optimizer, elements));
   }
   std::unique_ptr<torch::optim::Optimizer> torch_optimizer;
   if (!options.harmony_optimizer) torch_optimizer = TorchOptimizer(options.optimizer, all);

@@ -24,13 +24,13 @@
 
 #include "absl/status/statusor.h"
 #include "common/tensor_file.h"
-#include "executor/optim/cpu_optimizer.h"
+#include "optim/cpu_optimizer.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::executor {
 
 struct ReferenceOptions {
-  OptimizerOptions optimizer;
+  optim::OptimizerOptions optimizer;
   bool harmony_optimizer = true;
   bool vlayer_dropout = false;
   uint64_t seed = 0;  // Of the dropout stream, as RuntimeOptions::seed.

@@ -44,8 +44,8 @@
 #include "absl/status/statusor.h"
 #include "common/device_spec.h"
 #include "common/tensor_file.h"
-#include "executor/optim/cpu_optimizer.h"
 #include "executor/runtime/metrics.h"
+#include "optim/cpu_optimizer.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::executor {
@@ -53,7 +53,7 @@ namespace harmony::executor {
 struct RuntimeOptions {
   // The devices to train on: virtual CPU devices "cpu:NxSIZE".
   common::DeviceSpec devices;
-  OptimizerOptions optimizer;
+  optim::OptimizerOptions optimizer;
   // Seeds the dropout stream and, with `shuffle`, the sample order.
   uint64_t seed = 0;
   // Minibatches are taken in order, wrapping around; shuffled per epoch

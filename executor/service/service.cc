@@ -38,9 +38,9 @@ proto::JobState ToProto(JobState s) {
   return proto::JOB_STATE_UNSPECIFIED;
 }
 
-void ToProto(const OptimizerOptions& o, proto::OptimizerSettings* out) {
-  out->set_kind(o.kind == OptimizerKind::kAdam    ? proto::ADAM
-                : o.kind == OptimizerKind::kAdamW ? proto::ADAMW
+void ToProto(const optim::OptimizerOptions& o, proto::OptimizerSettings* out) {
+  out->set_kind(o.kind == optim::OptimizerKind::kAdam    ? proto::ADAM
+                : o.kind == optim::OptimizerKind::kAdamW ? proto::ADAMW
                                                   : proto::SGD);
   out->set_learning_rate(o.learning_rate);
   out->set_momentum(o.momentum);
@@ -139,13 +139,13 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   switch (o.kind()) {
     case proto::OPTIMIZER_UNSPECIFIED:
     case proto::SGD:
-      spec.optimizer.kind = OptimizerKind::kSgd;
+      spec.optimizer.kind = optim::OptimizerKind::kSgd;
       break;
     case proto::ADAM:
-      spec.optimizer.kind = OptimizerKind::kAdam;
+      spec.optimizer.kind = optim::OptimizerKind::kAdam;
       break;
     case proto::ADAMW:
-      spec.optimizer.kind = OptimizerKind::kAdamW;
+      spec.optimizer.kind = optim::OptimizerKind::kAdamW;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("unknown optimizer kind ", o.kind()));

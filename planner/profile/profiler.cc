@@ -18,15 +18,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/decomposer.h"
-#include "common/model_output.h"
 #include "common/device_memory.h"
 #include "common/files.h"
 #include "common/intra_op_threads.h"
+#include "common/model_output.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
-#include "executor/optim/cpu_optimizer.h"
 #include "google/protobuf/util/json_util.h"
+#include "optim/cpu_optimizer.h"
 
 namespace harmony::planner {
 namespace {
@@ -286,12 +286,12 @@ absl::StatusOr<double> UpdateTime(const std::vector<at::Tensor>& params,
     if (at::isFloatingType(p.scalar_type())) elements += p.numel();
   }
   if (elements == 0) return 0.0;
-  executor::OptimizerOptions o;
-  HARMONY_ASSIGN_OR_RETURN(o.kind, executor::ParseOptimizerKind(optimizer));
+  optim::OptimizerOptions o;
+  HARMONY_ASSIGN_OR_RETURN(o.kind, optim::ParseOptimizerKind(optimizer));
   o.learning_rate = 1e-3;
   o.momentum = 0.9;  // SGD is sized with a momentum buffer (see the header).
-  HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<executor::CpuOptimizer> opt,
-                           executor::CpuOptimizer::Create(o, static_cast<size_t>(elements)));
+  HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<optim::CpuOptimizer> opt,
+                           optim::CpuOptimizer::Create(o, static_cast<size_t>(elements)));
   std::vector<float> weights(static_cast<size_t>(elements), 0.5f);
   std::vector<float> grads(static_cast<size_t>(elements), 0.01f);
   opt->Step(weights.data(), grads.data());  // Warm-up.

@@ -8,7 +8,7 @@
 // each (counted by the accounting allocator, with the vLayer's weights and
 // inputs copied onto the device), and the shapes and bytes of live-ins and
 // live-outs. Per vLayer: parameter, buffer, gradient and optimizer-state
-// bytes and the runtime's CPU optimizer's time (executor/optim). Per device set: host->device,
+// bytes and the runtime's CPU optimizer's time (optim/). Per device set: host->device,
 // device->host, all-devices-at-once and device-to-device bandwidth. Times
 // are medians of `repeats` runs (each vLayer warmed up once).
 //

@@ -18,7 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
-#include "executor/optim/cpu_optimizer.h"
+#include "optim/cpu_optimizer.h"
 #include "planner/plan/make_plan.h"
 #include "planner/profile/profiler.h"
 #include "tests/bench/bench_util.h"
@@ -58,8 +58,8 @@ absl::StatusOr<nlohmann::json> MeasureLinkBalance(const BenchOptions& o, double 
 
 absl::StatusOr<nlohmann::json> BenchOptimizer(const BenchOptions& o) {
   constexpr int64_t kParameters = 100'000'000;
-  using executor::CpuOptimizer;
-  using executor::OptimizerKind;
+  using optim::CpuOptimizer;
+  using optim::OptimizerKind;
   at::manual_seed(1);
   at::Tensor p = at::randn({kParameters});
   at::Tensor g = at::randn({kParameters});
@@ -75,13 +75,13 @@ absl::StatusOr<nlohmann::json> BenchOptimizer(const BenchOptions& o) {
                                                                             copy.median)));
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json checks = nlohmann::json::array();
-  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
-    executor::OptimizerOptions oo;
+  for (optim::OptimizerKind kind : {optim::OptimizerKind::kSgd, optim::OptimizerKind::kAdam, optim::OptimizerKind::kAdamW}) {
+    optim::OptimizerOptions oo;
     oo.kind = kind;
     oo.learning_rate = 1e-3;
     oo.momentum = 0.9;
     oo.weight_decay = 1e-2;
-    absl::StatusOr<std::unique_ptr<CpuOptimizer>> ours = CpuOptimizer::Create(oo, kParameters);
+    absl::StatusOr<std::unique_ptr<optim::CpuOptimizer>> ours = optim::CpuOptimizer::Create(oo, kParameters);
     if (!ours.ok()) return ours.status();
     at::Tensor mine = p.clone();
     const Stats t_ours = Summarize(TimeRuns(1, o.runs, [&] {
@@ -91,11 +91,11 @@ absl::StatusOr<nlohmann::json> BenchOptimizer(const BenchOptions& o) {
     theirs.mutable_grad() = g.clone();
     std::unique_ptr<torch::optim::Optimizer> ref;
     std::string name = "sgd-momentum";
-    if (kind == OptimizerKind::kSgd) {
+    if (kind == optim::OptimizerKind::kSgd) {
       ref = std::make_unique<torch::optim::SGD>(
           std::vector<at::Tensor>{theirs},
           torch::optim::SGDOptions(1e-3).momentum(0.9).weight_decay(1e-2));
-    } else if (kind == OptimizerKind::kAdam) {
+    } else if (kind == optim::OptimizerKind::kAdam) {
       name = "adam";
       ref = std::make_unique<torch::optim::Adam>(
           std::vector<at::Tensor>{theirs}, torch::optim::AdamOptions(1e-3).weight_decay(1e-2));
@@ -120,7 +120,7 @@ absl::StatusOr<nlohmann::json> BenchOptimizer(const BenchOptions& o) {
                                            rms, largest)));
     // Bytes each element moves: read weight, gradient and state, write
     // weight and state.
-    const double bytes = kind == OptimizerKind::kSgd ? 4.0 * 5 : 4.0 * 7;
+    const double bytes = kind == optim::OptimizerKind::kSgd ? 4.0 * 5 : 4.0 * 7;
     nlohmann::json row;
     row["optimizer"] = name;
     row["harmony_seconds"] = ToJson(t_ours);

@@ -507,7 +507,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         &md,
         "## 5. CPU optimizer\n\n"
         "One step over %.0fM fp32 parameters on %d threads: Harmony's fused optimizer "
-        "(executor/optim) against torch::optim on the same tensors (after the same steps both "
+        "(optim/) against torch::optim on the same tensors (after the same steps both "
         "hold the same weights: checked). Memory bandwidth for scale: a STREAM-style copy "
         "moves %s (%s per copy of 400 MB).\n\n"
         "| optimizer | Harmony step | updates/s | torch::optim step | updates/s | speedup | "

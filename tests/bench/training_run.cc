@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/torch_status.h"
-#include "planner/profile/profiler.h"
 #include "executor/runtime/reference.h"
+#include "planner/profile/profiler.h"
 #include "tests/bench/bench_util.h"
 
 namespace harmony::bench {
@@ -100,9 +100,9 @@ uint64_t GradientBytes(const proto::ProfileFile& p) {
 
 uint64_t RoundUp(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
-executor::OptimizerOptions BenchOptimizerOptions() {
-  executor::OptimizerOptions o;
-  o.kind = executor::OptimizerKind::kSgd;
+optim::OptimizerOptions BenchOptimizerOptions() {
+  optim::OptimizerOptions o;
+  o.kind = optim::OptimizerKind::kSgd;
   o.learning_rate = 0.01;
   o.momentum = 0.9;
   return o;

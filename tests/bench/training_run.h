@@ -55,7 +55,7 @@ uint64_t GradientBytes(const proto::ProfileFile& profile);
 uint64_t RoundUp(uint64_t bytes, uint64_t to);
 
 // The optimizer every benchmark trains with (SGD, momentum 0.9).
-executor::OptimizerOptions BenchOptimizerOptions();
+optim::OptimizerOptions BenchOptimizerOptions();
 
 // MakePlan, except that a baseline (options.schedule != harmony) is planned
 // at the largest power-of-two microbatch size, up to its share of the

@@ -111,14 +111,14 @@ proto::Plan MakePlan(const Model& m, Mode mode, int devices, int pack, int micro
   return planner::BuildPlan(m.profile, *g, *sim, std::nullopt);
 }
 
-OptimizerOptions Optimizer(const std::string& kind) {
-  OptimizerOptions o;
+optim::OptimizerOptions Optimizer(const std::string& kind) {
+  optim::OptimizerOptions o;
   if (kind == "adam") {
-    o.kind = OptimizerKind::kAdam;
+    o.kind = optim::OptimizerKind::kAdam;
     o.learning_rate = 0.01;
     o.weight_decay = 0.01;
   } else {
-    o.kind = OptimizerKind::kSgd;
+    o.kind = optim::OptimizerKind::kSgd;
     o.learning_rate = 0.05;
     o.momentum = 0.9;
     o.weight_decay = 0.001;

@@ -242,7 +242,7 @@ executor::RuntimeOptions Options(int devices, uint64_t cap, double lr, bool adam
   o.threads = Threads();
   o.devices.count = devices;
   o.devices.capacity = cap;
-  o.optimizer.kind = adam ? executor::OptimizerKind::kAdam : executor::OptimizerKind::kSgd;
+  o.optimizer.kind = adam ? optim::OptimizerKind::kAdam : optim::OptimizerKind::kSgd;
   o.optimizer.learning_rate = lr;
   return o;
 }

@@ -1,4 +1,4 @@
-#include "executor/optim/cpu_optimizer.h"
+#include "optim/cpu_optimizer.h"
 
 #include <ATen/Parallel.h>
 
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace harmony::executor {
+namespace harmony::optim {
 namespace {
 
 // Elements per parallel chunk: large enough to amortise the dispatch.
@@ -162,4 +162,4 @@ void CpuOptimizer::Step(float* params, const float* grads) {
   });
 }
 
-}  // namespace harmony::executor
+}  // namespace harmony::optim

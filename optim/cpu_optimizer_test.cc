@@ -1,6 +1,6 @@
 // The fused CPU optimizer against torch::optim on the same tensors.
 
-#include "executor/optim/cpu_optimizer.h"
+#include "optim/cpu_optimizer.h"
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace harmony::executor {
+namespace harmony::optim {
 namespace {
 
 struct Case {
@@ -127,4 +127,4 @@ TEST(CpuOptimizerCreateTest, RefusesBadOptions) {
 }
 
 }  // namespace
-}  // namespace harmony::executor
+}  // namespace harmony::optim

@@ -11,8 +11,8 @@
 // Thread-safety: thread-compatible. Step() uses intra-op threads itself;
 // different optimizers may step from different threads at once.
 
-#ifndef HARMONY_EXECUTOR_OPTIM_CPU_OPTIMIZER_H_
-#define HARMONY_EXECUTOR_OPTIM_CPU_OPTIMIZER_H_
+#ifndef HARMONY_OPTIM_CPU_OPTIMIZER_H_
+#define HARMONY_OPTIM_CPU_OPTIMIZER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace harmony::executor {
+namespace harmony::optim {
 
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 
@@ -73,6 +73,6 @@ class CpuOptimizer {
   std::vector<float> state_;
 };
 
-}  // namespace harmony::executor
+}  // namespace harmony::optim
 
-#endif  // HARMONY_EXECUTOR_OPTIM_CPU_OPTIMIZER_H_
+#endif  // HARMONY_OPTIM_CPU_OPTIMIZER_H_
