@@ -14,9 +14,12 @@ constexpr int64_t kGrain = 1 << 15;
 
 // The kernels. Each mirrors torch::optim's sequence of tensor operations
 // element by element (same operations, same order, fp32), so results agree
-// with it. `target_clones` builds an AVX2 and a baseline version and picks
-// one when the program starts.
-#define HARMONY_KERNEL __attribute__((target_clones("arch=haswell", "default")))
+// with it. `target_clones` builds an x86-64-v3 (AVX2 + FMA) and a baseline
+// version; the loader picks one by the CPU's feature flags. (It was
+// "arch=haswell", which the resolver matches by processor model: AMD and
+// newer Intel CPUs got the baseline clone, whose std::fma is a libm call per
+// element, 8-10x slower.)
+#define HARMONY_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
 
 struct SgdArgs {
   float lr, weight_decay, momentum, dampening_complement;

@@ -1,7 +1,8 @@
 // The CPU optimizer (DESIGN.md §6): SGD (momentum, dampening, Nesterov,
 // weight decay), Adam and AdamW over one flat fp32 buffer of parameters, its
 // gradients and its state, fused into one pass per element, vectorised
-// (compiled for AVX2 and baseline x86-64, chosen at run time) and split over
+// (compiled for x86-64-v3, AVX2 + FMA, and baseline x86-64, chosen at run
+// time by the CPU's feature flags) and split over
 // LibTorch's intra-op threads. It follows torch::optim's arithmetic, so the
 // results match it to about 1e-7 relative.
 //
