@@ -35,6 +35,7 @@
 #include "common/plan_file.h"
 #include "common/status.h"
 #include "planner/plan/make_plan.h"
+#include "planner/plan/no_fit.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/cost_model.h"
@@ -60,6 +61,30 @@ constexpr char kUsage[] =
 int Fail(const absl::Status& status) {
   std::cerr << "harmony-plan: " << status.message() << "\n";
   return 1;
+}
+
+// The host's physical memory: the cap of devices that measure what a
+// vLayer needs when even one sample does not fit the devices asked for.
+uint64_t HostMemoryBytes() {
+  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+}
+
+// When nothing fits: the vLayer that needs the most, and the smallest
+// device memory the search plans at (it searches again at the sizes it
+// tries, with progress on the terminal).
+std::string NoFitMessage(const harmony::proto::ProfileFile& profile,
+                         harmony::planner::MakePlanOptions options, bool tty) {
+  absl::StatusOr<harmony::planner::LargestVLayer> layer =
+      harmony::planner::FindLargestVLayer(profile);
+  if (!layer.ok()) return std::string(layer.status().message());
+  absl::StatusOr<uint64_t> smallest = harmony::planner::SmallestDeviceMemory(profile, options);
+  if (tty) std::cerr << "\r\033[K";
+  if (!smallest.ok() && !absl::IsNotFound(smallest.status())) {
+    return absl::StrCat(harmony::planner::DescribeNoFit(*layer, options, 0), " (",
+                        smallest.status().message(), ")");
+  }
+  return harmony::planner::DescribeNoFit(*layer, options, smallest.ok() ? *smallest : 0);
 }
 
 // Parses `args` (after the command) with a positional MODEL argument;
@@ -414,6 +439,7 @@ int Plan(const std::vector<std::string>& args) {
   };
 
   harmony::proto::ProfileFile profile;
+  bool no_fit_only = false;  // Profiled without the cap: only to say what fits.
   if (!profile_path.empty()) {
     auto read = harmony::planner::ReadProfileFile(profile_path);
     if (!read.ok()) return Fail(read.status());
@@ -449,6 +475,20 @@ int Plan(const std::vector<std::string>& args) {
     options.progress = progress;
     auto measured = harmony::planner::ProfileModel(model, *sample, options);
     if (tty) std::cerr << "\r\033[K";
+    if (absl::IsResourceExhausted(measured.status())) {
+      // Even one sample does not fit: measure microbatch 1 on devices as
+      // large as the host, to say which vLayer and what memory would do.
+      std::cerr << "harmony-plan: " << measured.status().message()
+                << "\nharmony-plan: measuring microbatch 1 without the cap to say what fits\n";
+      options.devices.capacity = HostMemoryBytes();
+      options.max_microbatch = 1;
+      options.repeats = 1;
+      measured = harmony::planner::ProfileModel(model, *sample, options);
+      if (tty) std::cerr << "\r\033[K";
+      if (!measured.ok()) return Fail(measured.status());
+      measured->mutable_profile()->set_device_memory_bytes(*memory);
+      no_fit_only = true;
+    }
     if (!measured.ok()) return Fail(measured.status());
     profile = *std::move(measured);
     std::cerr << harmony::planner::GemmWarning(profile.profile().gemm_flop_per_s(),
@@ -488,8 +528,14 @@ int Plan(const std::vector<std::string>& args) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--schedule \"", schedule, "\": expected harmony, ondemand, gpipe or dp-swap")));
   }
-  auto made = harmony::planner::MakePlan(profile, options);
+  auto made = no_fit_only ? absl::StatusOr<harmony::planner::MadePlan>(
+                                absl::ResourceExhaustedError("does not fit"))
+                          : harmony::planner::MakePlan(profile, options);
   if (tty) std::cerr << "\r\033[K";
+  if (absl::IsResourceExhausted(made.status()) &&
+      options.schedule == harmony::planner::Schedule::kHarmony) {
+    return Fail(absl::ResourceExhaustedError(NoFitMessage(profile, options, tty)));
+  }
   if (!made.ok()) return Fail(made.status());
   const harmony::planner::SearchResult& result = made->result;
   const harmony::proto::Plan& plan = made->plan;
