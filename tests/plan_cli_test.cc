@@ -2,6 +2,7 @@
 // its decomposition, synthesize a larger model's profile; bad input gives
 // one clear line and a non-zero exit.
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +148,46 @@ TEST(PlanCliTest, PythonScriptedModelWithTupleFreeSample) {
              "--max-microbatch 2 --repeats 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("encoder.layers.1"), std::string::npos) << r.output;
+}
+
+// A model with one huge Linear (4 MiB of weights) on devices of 2 MiB:
+// harmony-plan names the layer and its bytes and computes the smallest
+// device memory that plans, which then plans, and 3% less does not.
+TEST(PlanCliTest, NothingFitsSaysWhichLayerAndWhatMemoryPlans) {
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " mlp --depth 3 --width 1024 --input-dim 16 "
+                                          "--samples 16 -o ", Tmp("wide.pt"), " --data ",
+                                    Tmp("wide_data.pt")))
+                .exit_code,
+            0);
+  const std::string plan = absl::StrCat(kPlan, " ", Tmp("wide.pt"), " --sample-input ",
+                                        Tmp("wide_data.pt"), " --gpus 2 --minibatch 16 -o ",
+                                        Tmp("wide.pb"), " --device-memory ");
+  auto r = RunCommand(plan + "2MiB");
+  ASSERT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("vLayer 1 (layers.1)'s forward needs more than the 2.00 MiB"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("nothing fits 2 device(s) of 2.00 MiB (10% kept free"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("vLayer 1 (layers.1, ops "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(weights 4.00 MiB, gradients 4.00 MiB, activations "),
+            std::string::npos)
+      << r.output;
+  const std::string key = "the smallest --device-memory that plans is ";
+  const size_t at = r.output.find(key);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  std::string text = r.output.substr(at + key.size());
+  text = text.substr(0, text.find('\n'));
+  text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
+  absl::StatusOr<uint64_t> smallest = common::ParseBytes(text);
+  ASSERT_TRUE(smallest.ok()) << text;
+  EXPECT_GT(*smallest, uint64_t{8} << 20);  // Weights and gradients at least.
+  r = RunCommand(absl::StrCat(plan, *smallest, "B --microbatch 1"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(absl::StrCat(plan, *smallest * 97 / 100, "B --microbatch 1"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("nothing fits"), std::string::npos) << r.output;
 }
 
 TEST(PlanCliTest, BadInputIsOneClearLine) {

@@ -545,15 +545,18 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     if (!f) break;
   }
   if (bwd_max == 0) {
-    uint64_t peak = 0;
-    for (const auto& v : profile->vlayers()) {
-      peak = std::max(peak, v.by_microbatch(0).backward_peak_bytes());
+    // The first vLayer that does not fit at the smallest size.
+    int k = 0;
+    for (; k + 1 < n; ++k) {
+      const proto::MicrobatchProfile& row = profile->vlayers(k).by_microbatch(0);
+      if (!row.forward_fits() || !row.backward_fits()) break;
     }
+    const proto::MicrobatchProfile& row = profile->vlayers(k).by_microbatch(0);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "even a microbatch of 1 does not fit: a vLayer's backward needs more "
-        "than the ", common::FormatBytes(options.devices.capacity),
-        " of a device (reached ", common::FormatBytes(peak),
-        "); give more device memory or a finer --granularity"));
+        "even a microbatch of ", row.size(), " does not fit: vLayer ", k, " (",
+        d->vlayers()[k].scope, ")'s ", row.forward_fits() ? "backward" : "forward",
+        " needs more than the ", common::FormatBytes(options.devices.capacity),
+        " of a device; give more device memory or a finer --granularity"));
   }
   // The largest size that fits, between the last power of two that fit and
   // the first that did not (binary search on memory alone).
