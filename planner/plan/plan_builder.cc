@@ -128,6 +128,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   for (const PackRange& p : c.forward_packs) SetPack(config->add_forward_packs(), p);
   for (const PackRange& p : c.backward_packs) SetPack(config->add_backward_packs(), p);
   config->set_optimizer(profile.profile().optimizer());
+  config->set_single_buffer(!c.prefetch);
   for (int d = 0; d < c.num_devices; ++d) {
     proto::DeviceSchedule* device = plan.add_devices();
     device->set_device(d);
@@ -159,6 +160,9 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   absl::StrAppendFormat(&out, "  microbatches: forward %d, backward %d\n",
                         c.forward_microbatch(), c.backward_microbatch());
+  if (c.single_buffer()) {
+    out += "  weights single-buffered: each task swaps its own in when it starts (no prefetch)\n";
+  }
   absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),
                         PacksText(c.forward_packs()));
   absl::StrAppendFormat(&out, "  backward packs (%d): %s\n", c.backward_packs_size(),
@@ -291,6 +295,7 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   c.minibatch = static_cast<int>(pc.minibatch());
   c.forward_microbatch = static_cast<int>(pc.forward_microbatch());
   c.backward_microbatch = static_cast<int>(pc.backward_microbatch());
+  c.prefetch = !pc.single_buffer();
   for (const proto::Pack& p : pc.forward_packs()) {
     c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }

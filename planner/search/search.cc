@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "common/units.h"
 
 namespace harmony::planner {
@@ -56,6 +58,18 @@ std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config> c
   return out;
 }
 
+// Whether dropping the prefetch could bring `sim`'s peak within the
+// devices: it frees at most the largest pack's weights.
+bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimResult& sim) {
+  uint64_t largest = 0;
+  for (const Packing* packs : {&c.forward_packs, &c.backward_packs}) {
+    for (const PackRange& p : *packs) largest = std::max(largest, model.WeightBytes(p.begin, p.end));
+  }
+  uint64_t peak = 0;
+  for (uint64_t p : sim.device_peak) peak = std::max(peak, p);
+  return peak <= c.device_memory + largest;
+}
+
 }  // namespace
 
 absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
@@ -88,6 +102,89 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   auto note = [&](const absl::Status& s) {
     if (first_error.ok() && !s.ok()) first_error = s;
   };
+  // The fastest baseline's time: the tolerance window never reaches past it.
+  double cap = std::numeric_limits<double>::infinity();
+  // Counts a simulated candidate and keeps it when it beats the best.
+  auto consider = [&](Candidate& cand) -> absl::Status {
+    const Config& c = cand.config;
+    absl::StatusOr<TaskGraph>& g = cand.graph;
+    if (!g.ok()) {
+      note(g.status());
+      return absl::OkStatus();
+    }
+    absl::StatusOr<SimResult>& sim = cand.sim;
+    if (!sim.ok()) return sim.status();
+    ++best.candidates;
+    if (!sim->fits) return absl::OkStatus();
+    ++best.feasible;
+    // Faster wins; within the tolerance, fewer bytes over the host
+    // link, then fewer packs. Compared with the fastest time seen, so
+    // the winner stays within the tolerance of the fastest.
+    const double t = sim->iteration_s;
+    fastest = std::min(fastest, t);
+    const uint64_t bytes = sim->swap.host_link();
+    const double limit = std::min(fastest * (1 + o.time_tolerance), cap);
+    bool better = !have;
+    if (have) {
+      const double bt = best.sim.iteration_s;
+      const uint64_t best_bytes = best.sim.swap.host_link();
+      if (bt > limit) {
+        better = t < bt;  // The current best fell out of the window.
+      } else if (t <= limit) {
+        better = bytes < best_bytes ||
+                 (bytes == best_bytes &&
+                  (t < bt || (t == bt && TotalPacks(c) < TotalPacks(best.graph.config))));
+      }
+    }
+    if (better) {
+      best.graph = *std::move(g);
+      best.sim = *std::move(sim);
+      have = true;
+    }
+    return absl::OkStatus();
+  };
+  // Every baseline schedule is a candidate too, at the microbatch its users
+  // would pick (the largest power of two that fits): Harmony plans wherever
+  // a baseline does, and never slower than one. They go first, so that the
+  // fastest caps the tolerance window of what follows.
+  std::optional<SearchResult> baseline;  // The fastest that fits.
+  if (o.schedule == Schedule::kHarmony && o.backward_packs.empty()) {
+    for (Schedule b : {Schedule::kOndemand, Schedule::kDpSwap, Schedule::kGpipe}) {
+      const Mode mode = b == Schedule::kGpipe ? Mode::kVpp : Mode::kVdp;
+      if (o.mode && *o.mode != mode) continue;
+      if (mode == Mode::kVdp && o.minibatch < o.num_devices) continue;
+      const int share = mode == Mode::kVdp ? (o.minibatch + o.num_devices - 1) / o.num_devices
+                                           : o.minibatch;
+      std::vector<int> sizes;
+      if (o.microbatch > 0) {
+        sizes.push_back(o.microbatch);
+      } else {
+        int u = model.min_microbatch();
+        while (u * 2 <= std::min(share, model.max_backward_microbatch())) u *= 2;
+        for (; u >= model.min_microbatch(); u /= 2) sizes.push_back(u);
+      }
+      SearchOptions bo = o;
+      bo.schedule = b;
+      for (int u : sizes) {
+        absl::StatusOr<SearchResult> r = PlanBaseline(model, bo, u);
+        if (!r.ok()) {
+          note(r.status());
+          continue;
+        }
+        const bool fits = r->sim.fits;
+        if (fits && (!baseline || r->sim.iteration_s < baseline->sim.iteration_s)) {
+          baseline = *r;
+          cap = r->sim.iteration_s;
+        }
+        Candidate cand;
+        cand.config = r->graph.config;
+        cand.graph = std::move(r->graph);
+        cand.sim = std::move(r->sim);
+        HARMONY_RETURN_IF_ERROR(consider(cand));
+        if (fits) break;
+      }
+    }
+  }
   for (Mode mode : modes) {
     if (mode == Mode::kVdp && o.minibatch < o.num_devices) continue;
     const int samples = mode == Mode::kVdp
@@ -133,6 +230,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             AddUnique(backward, *p);
           }
         }
+        // Packs of one vLayer: what fits wherever anything does.
+        Packing singles;
+        for (int l = 0; l < layers; ++l) singles.push_back({l, l + 1});
+        AddUnique(backward, singles);
         // Pipeline-friendly: a multiple of the device count, even in time.
         if (mode == Mode::kVpp) {
           PackRequest r;
@@ -206,47 +307,30 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           }
         }
         // Simulated in parallel, compared in order: the same answer for any
-        // number of threads.
+        // number of threads. Those that do not fit double-buffered are
+        // tried again single-buffered (no prefetch: one pack's weights at a
+        // time).
         std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
+        std::vector<Config> single;
         for (Candidate& cand : done) {
-          const Config& c = cand.config;
-          absl::StatusOr<TaskGraph>& g = cand.graph;
-          if (!g.ok()) {
-            note(g.status());
-            continue;
+          if (cand.graph.ok() && cand.sim.ok() && !cand.sim->fits && cand.config.prefetch &&
+              CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
+            single.push_back(cand.config);
+            single.back().prefetch = false;
           }
-          absl::StatusOr<SimResult>& sim = cand.sim;
-          if (!sim.ok()) return sim.status();
-          ++best.candidates;
-          if (!sim->fits) continue;
-          ++best.feasible;
-          // Faster wins; within the tolerance, fewer bytes over the host
-          // link, then fewer packs. Compared with the fastest time seen, so
-          // the winner stays within the tolerance of the fastest.
-          const double t = sim->iteration_s;
-          fastest = std::min(fastest, t);
-          const uint64_t bytes = sim->swap.host_link();
-          const double limit = fastest * (1 + o.time_tolerance);
-          bool better = !have;
-          if (have) {
-            const double bt = best.sim.iteration_s;
-            const uint64_t best_bytes = best.sim.swap.host_link();
-            if (bt > limit) {
-              better = t < bt;  // The current best fell out of the window.
-            } else if (t <= limit) {
-              better = bytes < best_bytes ||
-                       (bytes == best_bytes &&
-                        (t < bt || (t == bt && TotalPacks(c) < TotalPacks(best.graph.config))));
-            }
-          }
-          if (better) {
-            best.graph = *std::move(g);
-            best.sim = *std::move(sim);
-            have = true;
-          }
+          HARMONY_RETURN_IF_ERROR(consider(cand));
+        }
+        for (Candidate& cand : SimulateAll(model, std::move(single), threads)) {
+          HARMONY_RETURN_IF_ERROR(consider(cand));
         }
       }
     }
+  }
+  // The time tolerance trades a little time for fewer bytes, but never
+  // below a baseline: Harmony is at least as fast as the fastest of them.
+  if (have && baseline && best.sim.iteration_s > baseline->sim.iteration_s) {
+    best.graph = std::move(baseline->graph);
+    best.sim = std::move(baseline->sim);
   }
   if (!have) {
     if (!first_error.ok() && !absl::IsInvalidArgument(first_error)) return first_error;

@@ -106,10 +106,14 @@ namespace {
 TEST(SearchTest, BaselinesArePlannedAndSwapMoreThanHarmony) {
   FakeProfileOptions f;
   f.layers = 16;
+  // A link slow enough that bytes decide (at 1 GB/s the per-microbatch
+  // baselines' overlap wins on this profile, and Harmony takes one of them).
+  f.bandwidth = 1e8;
   auto m = *CostModel::Create(MakeFakeProfile(f));
   SearchOptions o = Options(2, 6u << 20, 32);
   absl::StatusOr<SearchResult> harmony = SearchSchedule(*m, o);
   ASSERT_TRUE(harmony.ok()) << harmony.status();
+  ASSERT_EQ(harmony->graph.config.schedule, Schedule::kHarmony);
   const int u = harmony->graph.config.backward_microbatch;
   for (Schedule s : {Schedule::kOndemand, Schedule::kDpSwap, Schedule::kGpipe}) {
     o.schedule = s;
@@ -119,6 +123,37 @@ TEST(SearchTest, BaselinesArePlannedAndSwapMoreThanHarmony) {
     EXPECT_EQ(b->graph.config.schedule, s);
     EXPECT_GT(b->sim.swap.host_link(), harmony->sim.swap.host_link()) << ScheduleName(s);
   }
+}
+
+// At the smallest device memory where anything plans, the plan is
+// single-buffered: no prefetch, one pack's weights on a device at a time.
+TEST(SearchTest, SingleBufferedPlansWhereDoubleBufferingDoesNot) {
+  FakeProfileOptions f;
+  f.layers = 6;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  absl::StatusOr<SearchResult> first = absl::ResourceExhaustedError("none");
+  uint64_t memory = 1u << 20;
+  for (; memory < (16u << 20) && !first.ok(); memory += 32u << 10) {
+    first = SearchSchedule(*m, Options(2, memory, 8));
+  }
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->graph.config.prefetch) << "at " << memory << " bytes";
+  EXPECT_TRUE(first->sim.fits);
+  EXPECT_TRUE(ValidateTaskGraph(*m, first->graph).ok());
+  for (const Task& t : first->graph.tasks) {
+    for (const Transfer& x : t.transfers) {
+      EXPECT_NE(x.kind, TransferKind::kPrefetchWeights) << "task " << t.id;
+      if (x.kind == TransferKind::kWeightsIn) EXPECT_EQ(x.peer_task, -1) << "task " << t.id;
+    }
+  }
+  // The same packs double-buffered do not fit there.
+  Config c = first->graph.config;
+  c.prefetch = true;
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<SimResult> sim = Simulate(*m, *g);
+  ASSERT_TRUE(sim.ok());
+  EXPECT_FALSE(sim->fits);
 }
 
 }  // namespace

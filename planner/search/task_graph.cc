@@ -159,12 +159,14 @@ class Builder {
                                       t.vlayers, -1, d, t.id, bytes});
             continue;
           }
-          prev.transfers.push_back({TransferKind::kPrefetchWeights, Channel::kHost,
-                                    t.vlayers, -1, -1, t.id, bytes});
+          if (c_.prefetch) {
+            prev.transfers.push_back({TransferKind::kPrefetchWeights, Channel::kHost,
+                                      t.vlayers, -1, -1, t.id, bytes});
+          }
         }
         t.transfers.insert(t.transfers.begin(),
-                           Transfer{TransferKind::kWeightsIn, Channel::kHost, t.vlayers,
-                                    -1, -1, i > 0 ? list[i - 1] : -1, bytes});
+                           Transfer{TransferKind::kWeightsIn, Channel::kHost, t.vlayers, -1,
+                                    -1, i > 0 && c_.prefetch ? list[i - 1] : -1, bytes});
       }
     }
   }

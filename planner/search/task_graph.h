@@ -15,7 +15,8 @@
 // gradients are summed across devices before the update. A device's last
 // forward pack stays resident into its first backward task when they are
 // the same pack. Every task lists its weight swap-in, and the task before it
-// on the same device lists the prefetch of those weights.
+// on the same device lists the prefetch of those weights (unless the config
+// is single-buffered: Config::prefetch).
 //
 // Thread-safety: plain values.
 
@@ -45,6 +46,10 @@ struct Config {
   int backward_microbatch = 1;
   Packing forward_packs;   // Cover [0, last backward pack's begin).
   Packing backward_packs;  // Cover every vLayer; the last fuses the loss.
+  // Whether a task prefetches the next task's weights on its device (two
+  // packs' weights resident at once); false: single-buffered, each task
+  // swaps its own weights in when it starts (for packs that fill a device).
+  bool prefetch = true;
 };
 
 enum class TaskKind { kForward, kBackward, kUpdate };
