@@ -430,6 +430,36 @@ TEST(RuntimeTest, BaselineSchedulesTrainTheSame) {
   }
 }
 
+// Single-buffered plans (no prefetch: each task swaps its own weights in
+// when it starts) train exactly like the plain loop, and the devices peak
+// no higher than the plan says.
+TEST(RuntimeTest, SingleBufferedPlansTrainTheSame) {
+  const Model& m = GetModel("gpt");
+  for (Mode mode : {Mode::kVpp, Mode::kVdp}) {
+    Config c = MakeConfig(m, mode, 2, 1, 1, 2, 2);
+    c.prefetch = false;
+    const proto::Plan plan = MakePlan(m, c);
+    EXPECT_TRUE(plan.config().single_buffer());
+    for (const proto::DeviceSchedule& d : plan.devices()) {
+      for (const proto::Task& t : d.tasks()) {
+        for (const proto::Transfer& x : t.transfers()) {
+          EXPECT_NE(x.kind(), proto::PREFETCH_WEIGHTS);
+        }
+      }
+    }
+    SCOPED_TRACE(planner::ModeName(mode));
+    TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
+    ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
+    ASSERT_FALSE(run.metrics.empty());
+    EXPECT_GT(run.metrics.back().bytes.weights_in, 0u);
+    for (size_t d = 0; d < run.metrics.back().device_peak_bytes.size(); ++d) {
+      EXPECT_LE(run.metrics.back().device_peak_bytes[d],
+                plan.estimates().device_peak_bytes(static_cast<int>(d)))
+          << "device " << d;
+    }
+  }
+}
+
 // A searched plan under a cap that forces swapping: the measured peak stays
 // under the cap; a quarter of the cap gives the out-of-memory error.
 TEST(RuntimeTest, PeaksStayUnderTheCapAndTooLittleMemoryIsAnError) {
