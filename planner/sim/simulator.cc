@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <queue>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -56,12 +57,20 @@ class Sim {
   }
 
   absl::StatusOr<SimResult> Run(bool keep_events) {
+    keep_events_ = keep_events;
     Build();
     if (auto s = Schedule(); !s.ok()) return s;
     return Collect(keep_events);
   }
 
  private:
+  // An op's name, made only when the caller keeps the events (names are
+  // most of the allocations of a search's many simulations).
+  template <typename F>
+  std::string Name(F make) const {
+    return keep_events_ ? make() : std::string();
+  }
+
   int Add(int device, Stream stream, Link link, double duration, std::vector<int> deps,
           std::string name) {
     Op op;
@@ -102,14 +111,30 @@ class Sim {
   }
 
   // The ops of task `producer` that send `kind` to `consumer`, for the
-  // consumer's microbatch `mb` (all of them when microbatches differ).
+  // consumer's microbatch `mb`: the same microbatch when the two tasks'
+  // microbatches align, else those whose samples overlap it (the runtime's
+  // mailbox waits for exactly the rows it needs).
   std::vector<int> Sends(int producer, TransferKind kind, int consumer, int mb) {
     std::vector<int> out;
-    const bool aligned = Aligned(g_.tasks[producer], g_.tasks[consumer]);
+    const Task& from = g_.tasks[producer];
+    const Task& to = g_.tasks[consumer];
+    const bool aligned = Aligned(from, to);
     auto it = sends_.find({producer, static_cast<int>(kind), consumer});
     if (it == sends_.end()) return out;
+    const bool known = mb >= 0 && mb < static_cast<int>(to.microbatches.size());
+    const int lo = known ? to.microbatches[mb].offset : 0;
+    const int hi = known ? lo + to.microbatches[mb].size : 0;
     for (const auto& [m, op] : it->second) {
-      if (!aligned || m == mb) out.push_back(op);
+      if (aligned) {
+        if (m == mb) out.push_back(op);
+        continue;
+      }
+      if (!known || m < 0 || m >= static_cast<int>(from.microbatches.size())) {
+        out.push_back(op);
+        continue;
+      }
+      const Microbatch& p = from.microbatches[m];
+      if (p.offset < hi && p.offset + p.size > lo) out.push_back(op);
     }
     return out;
   }
@@ -162,11 +187,12 @@ class Sim {
     const std::vector<std::vector<int>> reach = LatestAncestors();
     for (const Task& t : g_.tasks) {
       const int d = t.device;
-      const std::string label = absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-",
-                                             t.vlayers.end - 1);
+      const std::string label = Name([&] {
+        return absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-", t.vlayers.end - 1);
+      });
       if (t.kind == TaskKind::kUpdate) {
         Add(-1, kCompute, kNoLink, m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end),
-            gradients_out[t.id], label);
+            gradients_out[t.id], Name([&] { return label; }));
         continue;
       }
       // Weights: swapped in during the previous task on the device when it
@@ -184,7 +210,7 @@ class Sim {
           deps = end_ops_[device_tasks_[d][position - 1]];
         }
         weight_op_[t.id] = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
-                               absl::StrCat("weights in ", label));
+                               Name([&] { return absl::StrCat("weights in ", label); }));
         // The runtime starts a prefetch once the task it overlaps has its
         // first microbatch's inputs.
         if (w->peer_task >= 0 && first_input_[w->peer_task] >= 0) {
@@ -203,8 +229,18 @@ class Sim {
         }
       }
       // Tasks on a device run one after another, as the runtime runs them.
-      const std::vector<int> after =
+      const std::vector<int> after_all =
           position >= 1 ? end_ops_[device_tasks_[d][position - 1]] : std::vector<int>{};
+      // Only the task's first op on each stream waits for them: the stream
+      // runs the rest after it (a task ends with an op per microbatch, so
+      // listing them on every op made the graph quadratic).
+      const std::vector<int> none;
+      bool swap_in_waited = false, compute_waited = false;
+      auto after_for = [&](bool& waited) -> const std::vector<int>& {
+        if (waited) return none;
+        waited = true;
+        return after_all;
+      };
       int last_compute = -1;
       for (const Microbatch& mb : t.microbatches) {
         std::vector<int> inputs;
@@ -223,8 +259,9 @@ class Sim {
         int first_local = -1;
         bool local_from_end = false;
         for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
-          const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, after,
-                             absl::StrCat("data in ", label, " #", mb.index));
+          const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_,
+                             after_for(swap_in_waited),
+                             Name([&] { return absl::StrCat("data in ", label, " #", mb.index); }));
           inputs.push_back(op);
           in_bytes += x->bytes;
           if (first_in < 0) first_in = op;
@@ -260,16 +297,18 @@ class Sim {
             }
             in_bytes += x->bytes;
             std::vector<int> deps = from;
+            const std::vector<int>& after = after_for(swap_in_waited);
             deps.insert(deps.end(), after.begin(), after.end());
             const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
-                               absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
+                               Name([&] { return absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
                                                                            : "activations in ",
-                                            label, " #", mb.index));
+                                            label, " #", mb.index); }));
             inputs.push_back(op);
             if (first_in < 0) first_in = op;
           }
         }
         std::vector<int> deps = inputs;
+        const std::vector<int>& after = after_for(compute_waited);
         deps.insert(deps.end(), after.begin(), after.end());
         if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
         const double seconds =
@@ -277,7 +316,7 @@ class Sim {
                 ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
                 : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
         const int compute = Add(d, kCompute, kNoLink, seconds, deps,
-                                absl::StrCat(label, " #", mb.index));
+                                Name([&] { return absl::StrCat(label, " #", mb.index); }));
         if (first_compute_[t.id] < 0) {
           first_compute_[t.id] = compute;
           for (int op : inputs) {
@@ -326,13 +365,13 @@ class Sim {
             int op;
             if (x->channel == Channel::kPeer) {
               op = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {compute},
-                       absl::StrCat("to device ", x->peer_device, " ", label, " #",
-                                    mb.index));
+                       Name([&] { return absl::StrCat("to device ", x->peer_device, " ", label, " #",
+                                    mb.index); }));
             } else {
               op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {compute},
-                       absl::StrCat(kind == TransferKind::kStashOut ? "stash out "
+                       Name([&] { return absl::StrCat(kind == TransferKind::kStashOut ? "stash out "
                                                                     : "activations out ",
-                                    label, " #", mb.index));
+                                    label, " #", mb.index); }));
             }
             sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
             out_bytes += x->bytes;
@@ -351,7 +390,7 @@ class Sim {
       }
       for (const Transfer* x : Find(t, TransferKind::kBuffersOut, -1)) {
         Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {last_compute},
-            absl::StrCat("buffers out ", label));
+            Name([&] { return absl::StrCat("buffers out ", label); }));
       }
       if (t.kind != TaskKind::kBackward) continue;
       const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
@@ -359,7 +398,7 @@ class Sim {
       int reduce = -1;
       if (!Find(t, TransferKind::kGradientReduce, -1).empty()) {  // One per task.
         reduce = Add(d, kPeer, kNoLink, reduce_bytes[t.pack] / peer_bw_, {last_compute},
-                     absl::StrCat("reduce ", label));
+                     Name([&] { return absl::StrCat("reduce ", label); }));
         reduce_waiting[t.pack].push_back(reduce);
         // A receive buffer: the runtime sums one parameter's copy at a time;
         // a vLayer's gradients bound it.
@@ -375,7 +414,7 @@ class Sim {
         std::vector<int> deps = {last_compute};
         if (reduce >= 0) deps.push_back(reduce);
         const int op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, deps,
-                           absl::StrCat("gradients out ", label));
+                           Name([&] { return absl::StrCat("gradients out ", label); }));
         gradients_out[x->peer_task].push_back(op);
         grads_free = op;
       }
@@ -401,51 +440,75 @@ class Sim {
   }
 
   // List scheduling: repeatedly start, among the operations at the head of
-  // their stream whose dependencies are done, the one that can start first.
+  // their stream whose dependencies are done, the one that can start first
+  // (the lowest id among equals). The candidates wait in a heap by the start
+  // they had when offered; starts only grow (streams and the link only get
+  // busier), so one popped with a stale start is offered again at its
+  // current one, and one popped with its current start is the earliest.
   absl::Status Schedule() {
     const size_t nq = queues_.size();
     std::vector<size_t> head(nq, 0);
     std::vector<double> stream_free(nq, 0.0);
     double link_free[2] = {0, 0};
+    std::vector<size_t> queue_of(ops_.size(), 0);
+    for (size_t q = 0; q < nq; ++q) {
+      for (int id : queues_[q]) queue_of[id] = q;
+    }
+    // Unscheduled dependencies of each op, and the ops waiting on each.
+    std::vector<int> waiting(ops_.size(), 0);
+    std::vector<std::vector<int>> dependents(ops_.size());
+    for (size_t id = 0; id < ops_.size(); ++id) {
+      waiting[id] = static_cast<int>(ops_[id].deps.size());
+      for (int dep : ops_[id].deps) dependents[dep].push_back(static_cast<int>(id));
+    }
+    // The latest end among each op's scheduled dependencies (all of them
+    // once it is offered).
+    std::vector<double> deps_end(ops_.size(), 0.0);
+    auto start_of = [&](int id) {
+      const Op& op = ops_[id];
+      double start = std::max(stream_free[queue_of[id]], deps_end[id]);
+      if (op.link != kNoLink) start = std::max(start, link_free[op.link]);
+      return start;
+    };
+    using Entry = std::pair<double, int>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
+    auto offer = [&](size_t q) {
+      if (head[q] >= queues_[q].size()) return;
+      const int id = queues_[q][head[q]];
+      if (waiting[id] == 0) ready.push({start_of(id), id});
+    };
+    for (size_t q = 0; q < nq; ++q) offer(q);
     size_t done = 0;
-    while (done < ops_.size()) {
-      int best = -1;
-      size_t best_queue = 0;
-      double best_start = std::numeric_limits<double>::infinity();
-      for (size_t q = 0; q < nq; ++q) {
-        const std::vector<int>& list = queues_[q];
-        const size_t h = head[q];
-        if (h >= list.size()) continue;
-        const int id = list[h];
-        const Op& op = ops_[id];
-        double start = stream_free[q];
-        bool ready = true;
-        for (int dep : op.deps) {
-          if (ops_[dep].end < 0) {
-            ready = false;
-            break;
-          }
-          start = std::max(start, ops_[dep].end);
-        }
-        if (!ready) continue;
-        if (op.link != kNoLink) start = std::max(start, link_free[op.link]);
-        if (start < best_start || (start == best_start && id < best)) {
-          best = id;
-          best_queue = q;
-          best_start = start;
-        }
+    while (!ready.empty()) {
+      const auto [offered, id] = ready.top();
+      ready.pop();
+      Op& op = ops_[id];
+      if (op.end >= 0) continue;  // Offered twice.
+      const double start = start_of(id);
+      if (start > offered) {
+        ready.push({start, id});
+        continue;
       }
-      if (best < 0) {
-        return absl::InternalError(
-            "the task graph cannot make progress (a dependency cycle)");
-      }
-      Op& op = ops_[best];
-      op.start = best_start;
-      op.end = best_start + op.duration;
-      stream_free[best_queue] = op.end;
-      head[best_queue]++;
+      op.start = start;
+      op.end = start + op.duration;
+      const size_t q = queue_of[id];
+      stream_free[q] = op.end;
+      head[q]++;
       if (op.link != kNoLink) link_free[op.link] = op.end;
       ++done;
+      for (int w : dependents[id]) {
+        deps_end[w] = std::max(deps_end[w], op.end);
+        if (--waiting[w] == 0) {
+          const size_t wq = queue_of[w];
+          if (head[wq] < queues_[wq].size() && queues_[wq][head[wq]] == w) {
+            ready.push({start_of(w), w});
+          }
+        }
+      }
+      offer(q);
+    }
+    if (done < ops_.size()) {
+      return absl::InternalError("the task graph cannot make progress (a dependency cycle)");
     }
     return absl::OkStatus();
   }
@@ -536,6 +599,7 @@ class Sim {
   const CostModel& m_;
   const TaskGraph& g_;
   const Config& c_;
+  bool keep_events_ = false;
   double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1;
   std::vector<Op> ops_;
   std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
