@@ -194,7 +194,26 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
         o.microbatch > 0 ? std::vector<int>{o.microbatch}
                          : Sizes(model.min_microbatch(),
                                  std::min(model.max_backward_microbatch(), samples));
+    // Largest first: they tend to be fastest, and what is found first
+    // bounds the rest.
+    std::reverse(backward_sizes.begin(), backward_sizes.end());
     for (int ub : backward_sizes) {
+      // Branch and bound: every device computes the backward (with its
+      // recompute) of every vLayer over its share (vDP), or the devices
+      // share it all (vPP), whatever the packs; a microbatch size whose
+      // compute alone is slower than the window of what was found cannot
+      // win, and is not even packed.
+      if (have && o.prune) {
+        const int full = samples / ub, rest = samples % ub;
+        double bound = full * model.BackwardSeconds(0, layers, ub) +
+                       (rest > 0 ? model.BackwardSeconds(0, layers, rest) : 0.0);
+        if (mode == Mode::kVpp) bound /= o.num_devices;
+        const double limit = std::min(fastest * (1 + o.time_tolerance), cap);
+        if (bound > limit * (1 + 1e-9)) {
+          ++best.pruned;
+          continue;
+        }
+      }
       std::vector<int> forward_sizes{ub};
       if (o.microbatch == 0 && !model.needs_equal_microbatches()) {
         for (int uf : Sizes(ub * 2, std::min(model.max_forward_microbatch(), samples))) {

@@ -4,7 +4,10 @@
 // several memory budgets, every candidate is built into a task graph and
 // simulated; the fastest whose simulated peak fits the devices wins (within
 // `time_tolerance` of the fastest time, the one moving fewer bytes over the
-// host link). Pinned
+// host link). Microbatch sizes are tried largest first, and one whose
+// compute alone (every vLayer's backward over a device's share) is slower
+// than what was found is skipped without packing it (branch and bound; the
+// result is the full search's). Pinned
 // choices (a microbatch size, a backward packing) restrict the search to
 // what is left free. Pure and deterministic: the same inputs give the same
 // result.
@@ -38,6 +41,9 @@ struct SearchOptions {
   // among them the plan moving fewer bytes over the host link wins: the
   // simulator is not that exact, and less traffic is more robust.
   double time_tolerance = 0.05;
+  // Skip microbatch sizes whose compute alone cannot beat what was found
+  // (a lower bound; the result is the same as without: tested).
+  bool prune = true;
   // Threads simulating candidates (0: one per hardware thread). The result
   // does not depend on it: candidates are compared in a fixed order.
   int threads = 0;
@@ -49,6 +55,9 @@ struct SearchResult {
   SimResult sim;
   int candidates = 0;  // Simulated.
   int feasible = 0;    // Fitting the devices.
+  // Microbatch sizes skipped because their compute alone is slower than
+  // what was already found (branch and bound).
+  int pruned = 0;
 };
 
 // FailedPrecondition / ResourceExhausted / InvalidArgument with what a
