@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,63 @@ TEST(SearchPropertyTest, HarmonyPlansWhereverABaselineDoesAndIsNoSlower) {
     CheckGrid(z.family, p, {1, 2, 4}, caps, 16, &compared);
   }
   EXPECT_GT(compared, 20);  // The grid compares, not only skips.
+}
+
+// The task graph's consistency checks hold on every plan the search
+// returns, with the measured times perturbed (each time x 0.5-2, seeded):
+// the search takes other paths, and MakePlan's check of the plan it chose
+// (an Internal "bug: ..." otherwise) must still pass.
+TEST(SearchPropertyTest, PlansStayConsistentUnderPerturbedProfiles) {
+  std::vector<zoo::ZooOptions> models(2);
+  models[0].family = "gpt";
+  models[0].depth = 3;
+  models[0].width = 32;
+  models[0].seq_len = 8;
+  models[0].dropout = 0;
+  models[1].family = "mlp";
+  models[1].depth = 3;
+  models[1].width = 64;
+  std::mt19937 rng(18);
+  std::uniform_real_distribution<double> factor(0.5, 2.0);
+  int planned = 0;
+  for (zoo::ZooOptions& z : models) {
+    z.samples = 16;
+    const proto::ProfileFile measured = Profile(z, 16);
+    ASSERT_GT(measured.profile().vlayers_size(), 0) << z.family;
+    const uint64_t w = WeightBytes(measured);
+    for (int trial = 0; trial < 12; ++trial) {
+      proto::ProfileFile p = measured;
+      for (proto::VLayerProfile& v : *p.mutable_profile()->mutable_vlayers()) {
+        v.set_update_time_s(v.update_time_s() * factor(rng));
+        for (proto::MicrobatchProfile& row : *v.mutable_by_microbatch()) {
+          row.set_forward_time_s(row.forward_time_s() * factor(rng));
+          row.set_backward_time_s(row.backward_time_s() * factor(rng));
+          row.set_forward_time_busy_s(row.forward_time_busy_s() * factor(rng));
+          row.set_backward_time_busy_s(row.backward_time_busy_s() * factor(rng));
+        }
+      }
+      for (int n : {2, 4}) {
+        for (double f : {0.5, 2.0}) {
+          MakePlanOptions o;
+          o.num_devices = n;
+          o.device_memory = static_cast<uint64_t>(w * f);
+          o.minibatch = 16;
+          absl::StatusOr<planner::MadePlan> made = planner::MakePlan(p, o);
+          const std::string where = absl::StrCat(z.family, ", trial ", trial, ", ", n,
+                                                 " devices of ", o.device_memory, " B");
+          if (!made.ok()) {
+            EXPECT_TRUE(absl::IsResourceExhausted(made.status())) << where << ": "
+                                                                   << made.status();
+            continue;
+          }
+          EXPECT_TRUE(planner::ValidateTaskGraph(*made->cost, made->result.graph).ok())
+              << where;
+          ++planned;
+        }
+      }
+    }
+  }
+  EXPECT_GT(planned, 40);
 }
 
 TEST(SearchPropertyTest, TheGptThatHarmonyUsedToRefuse) {
