@@ -227,6 +227,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             planner::MadePlan made;
             absl::StatusOr<RunResult> run = absl::UnknownError("not run");
             double reserve = 0.1;
+            bool fits = true;
             for (;; reserve += 0.1) {
               if (link == 0 && reserve < 0.15) {
                 made = plans[key];
@@ -234,6 +235,19 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                 planner::MakePlanOptions m = PlanOptions(n, cap, d, s, link);
                 m.memory_reserve = reserve;
                 absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
+                if (!planned.ok() && s != Schedule::kHarmony &&
+                    absl::IsResourceExhausted(planned.status())) {
+                  // Planned again (for the emulated link, or with more
+                  // reserved), a baseline's packs differ and may not fit.
+                  config["unplanned"][planner::ScheduleName(s)] = absl::StrFormat(
+                      "%s (planned for %s, %.0f%% reserved)", planned.status().message(),
+                      link > 0 ? "the emulated link" : "the measured link", 100 * reserve);
+                  Log(absl::StrCat("schedules: ", label, ": does not fit devices of ",
+                                   common::FormatBytes(cap), ": ",
+                                   config["unplanned"][planner::ScheduleName(s)].get<std::string>()));
+                  fits = false;
+                  break;
+                }
                 if (!planned.ok()) {
                   return absl::Status(planned.status().code(),
                                       absl::StrCat(label, ": ", planned.status().message()));
@@ -248,6 +262,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               Log(absl::StrFormat("schedules: %s: %s; planning again with %.0f%% reserved",
                                   label, run.status().message(), 100 * (reserve + 0.1)));
             }
+            if (!fits) continue;
             if (!run.ok()) {
               return absl::Status(run.status().code(),
                                   absl::StrCat(label, ": ", run.status().message()));
