@@ -399,15 +399,17 @@ absl::StatusOr<SearchResult> PlanBaseline(const CostModel& model, const SearchOp
       const double total = model.BackwardSeconds(0, model.num_layers(), r.microbatch);
       int begin = 0;
       double done = 0;
-      for (int l = 0; l < model.num_layers(); ++l) {
+      // Cut after vLayer l when its share of the time is done, or when
+      // just enough vLayers are left for the stages still to open (one
+      // each); the last stage keeps at least the last vLayer.
+      for (int l = 0; l + 1 < model.num_layers(); ++l) {
         done += model.BackwardSeconds(l, l + 1, r.microbatch);
-        const int left = model.num_layers() - l - 1;
         const int need = stages - static_cast<int>(even.size()) - 1;
-        if ((done >= total * (even.size() + 1) / stages && need > 0) || left < need) {
-          if (l + 1 > begin && need > 0) {
-            even.push_back({begin, l + 1});
-            begin = l + 1;
-          }
+        if (need <= 0) break;
+        const int left = model.num_layers() - l - 1;
+        if (done >= total * (even.size() + 1) / stages || left <= need) {
+          even.push_back({begin, l + 1});
+          begin = l + 1;
         }
       }
       even.push_back({begin, model.num_layers()});

@@ -104,6 +104,31 @@ TEST(SearchTest, ErrorsSayWhatToChange) {
 namespace harmony::planner {
 namespace {
 
+// GPipe gets one stage per device even when the last vLayer takes nearly
+// all the time (the time split used to leave the last stage empty).
+TEST(SearchTest, GpipeStagesAreNeverEmpty) {
+  FakeProfileOptions f;
+  f.layers = 6;
+  proto::ProfileFile p = MakeFakeProfile(f);
+  for (proto::MicrobatchProfile& row :
+       *p.mutable_profile()->mutable_vlayers(5)->mutable_by_microbatch()) {
+    row.set_forward_time_s(row.forward_time_s() * 1000);
+    row.set_backward_time_s(row.backward_time_s() * 1000);
+  }
+  auto m = *CostModel::Create(p);
+  SearchOptions o = Options(2, 1u << 30, 8);
+  o.schedule = Schedule::kGpipe;
+  absl::StatusOr<SearchResult> r = PlanBaseline(*m, o, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Packing& packs = r->graph.config.backward_packs;
+  ASSERT_EQ(packs.size(), 2u);
+  EXPECT_EQ(packs[0].begin, 0);
+  EXPECT_EQ(packs[0].end, 5);
+  EXPECT_EQ(packs[1].begin, 5);
+  EXPECT_EQ(packs[1].end, 6);
+  EXPECT_TRUE(ValidateTaskGraph(*m, r->graph).ok());
+}
+
 TEST(SearchTest, BaselinesArePlannedAndSwapMoreThanHarmony) {
   FakeProfileOptions f;
   f.layers = 16;
