@@ -163,7 +163,6 @@ class Sim {
   void Build() {
     const int n = static_cast<int>(g_.tasks.size());
     first_compute_.assign(n, -1);
-    copy_out_before_.assign(n, -1);
     first_input_.assign(n, -1);
     weight_op_.assign(n, -1);
     end_ops_.assign(n, {});
@@ -230,17 +229,8 @@ class Sim {
         }
       }
       // Tasks on a device run one after another, as the runtime runs them.
-      // What the device had posted to the host by the end of the task
-      // before this one: the task after next starts once it has left (the
-      // runtime waits so, to bound what its copy-out holds).
-      const size_t copy_out = Queue(d, kSwapOut);
-      copy_out_before_[t.id] =
-          copy_out < queues_.size() && !queues_[copy_out].empty() ? queues_[copy_out].back() : -1;
-      std::vector<int> after_all =
+      const std::vector<int> after_all =
           position >= 1 ? end_ops_[device_tasks_[d][position - 1]] : std::vector<int>{};
-      if (position >= 2 && copy_out_before_[device_tasks_[d][position - 1]] >= 0) {
-        after_all.push_back(copy_out_before_[device_tasks_[d][position - 1]]);
-      }
       // Only the task's first op on each stream waits for them: the stream
       // runs the rest after it (a task ends with an op per microbatch, so
       // listing them on every op made the graph quadratic).
@@ -619,7 +609,6 @@ class Sim {
   std::map<int, std::vector<std::vector<const Transfer*>>> index_;
   const std::vector<const Transfer*> empty_;
   std::vector<int> first_compute_, weight_op_;
-  std::vector<int> copy_out_before_;  // Per task: the device's last copy-out op before it.
   std::vector<int> first_input_;  // A task's last host input of its first microbatch.
   std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;

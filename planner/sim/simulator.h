@@ -20,9 +20,7 @@
 // the CPU as soon as they land. A device's tasks run one after another, as
 // the runtime runs them: a task starts once the previous one has computed,
 // sent to its peers and reduced; its copies to the host go on beside the
-// next task, as the runtime's copy-out stream runs them (a task starts only
-// once what the device copied out before the previous task has arrived:
-// the runtime waits so).
+// next task, as the runtime's copy-out stream runs them.
 //
 // Memory per device: a task's weights from their swap-in (a prefetch's from
 // the start of the task it overlaps, when the runtime allocates them) until
