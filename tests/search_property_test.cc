@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,6 +43,41 @@ proto::ProfileFile Profile(const zoo::ZooOptions& z, int max_microbatch) {
   absl::StatusOr<proto::ProfileFile> p = planner::ProfileModel(model, *sample, o);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *p : proto::ProfileFile();
+}
+
+// The small zoo models of the grid: mlp, gpt, resnet (batch statistics:
+// U_f = U_b) and vgg, 16 samples each.
+zoo::ZooOptions SmallZoo(const std::string& family) {
+  zoo::ZooOptions z;
+  z.family = family;
+  z.samples = 16;
+  if (family == "mlp") {
+    z.depth = 3;
+    z.width = 64;
+  } else if (family == "gpt") {
+    z.depth = 3;
+    z.width = 32;
+    z.seq_len = 8;
+    z.dropout = 0;
+  } else if (family == "resnet") {
+    z.depth = 1;
+    z.width = 8;
+    z.image_size = 8;
+  } else {
+    z.depth = 2;
+    z.width = 8;
+    z.image_size = 8;
+    z.dropout = 0;
+  }
+  return z;
+}
+
+// SmallZoo(family) profiled once per test binary (up to microbatch 16).
+const proto::ProfileFile& SmallProfile(const std::string& family) {
+  static auto* cache = new std::map<std::string, proto::ProfileFile>();
+  auto it = cache->find(family);
+  if (it == cache->end()) it = cache->emplace(family, Profile(SmallZoo(family), 16)).first;
+  return it->second;
 }
 
 uint64_t WeightBytes(const proto::ProfileFile& p) {
@@ -106,32 +142,13 @@ void CheckGrid(const std::string& name, const proto::ProfileFile& profile,
 
 TEST(SearchPropertyTest, HarmonyPlansWhereverABaselineDoesAndIsNoSlower) {
   int compared = 0;
-  std::vector<zoo::ZooOptions> models(4);
-  models[0].family = "mlp";
-  models[0].depth = 3;
-  models[0].width = 64;
-  models[1].family = "gpt";
-  models[1].depth = 3;
-  models[1].width = 32;
-  models[1].seq_len = 8;
-  models[1].dropout = 0;
-  models[2].family = "resnet";  // Batch statistics: U_f = U_b.
-  models[2].depth = 1;
-  models[2].width = 8;
-  models[2].image_size = 8;
-  models[3].family = "vgg";
-  models[3].depth = 2;
-  models[3].width = 8;
-  models[3].image_size = 8;
-  models[3].dropout = 0;
-  for (zoo::ZooOptions& z : models) {
-    z.samples = 16;
-    const proto::ProfileFile p = Profile(z, 16);
-    ASSERT_GT(p.profile().vlayers_size(), 0) << z.family;
+  for (const std::string family : {"mlp", "gpt", "resnet", "vgg"}) {
+    const proto::ProfileFile& p = SmallProfile(family);
+    ASSERT_GT(p.profile().vlayers_size(), 0) << family;
     const uint64_t w = WeightBytes(p);
     std::vector<uint64_t> caps;
     for (double f : {0.25, 0.5, 1.0, 2.0, 4.0, 8.0}) caps.push_back(static_cast<uint64_t>(w * f));
-    CheckGrid(z.family, p, {1, 2, 4}, caps, 16, &compared);
+    CheckGrid(family, p, {1, 2, 4}, caps, 16, &compared);
   }
   EXPECT_GT(compared, 20);  // The grid compares, not only skips.
 }
@@ -141,22 +158,12 @@ TEST(SearchPropertyTest, HarmonyPlansWhereverABaselineDoesAndIsNoSlower) {
 // the search takes other paths, and MakePlan's check of the plan it chose
 // (an Internal "bug: ..." otherwise) must still pass.
 TEST(SearchPropertyTest, PlansStayConsistentUnderPerturbedProfiles) {
-  std::vector<zoo::ZooOptions> models(2);
-  models[0].family = "gpt";
-  models[0].depth = 3;
-  models[0].width = 32;
-  models[0].seq_len = 8;
-  models[0].dropout = 0;
-  models[1].family = "mlp";
-  models[1].depth = 3;
-  models[1].width = 64;
   std::mt19937 rng(18);
   std::uniform_real_distribution<double> factor(0.5, 2.0);
   int planned = 0;
-  for (zoo::ZooOptions& z : models) {
-    z.samples = 16;
-    const proto::ProfileFile measured = Profile(z, 16);
-    ASSERT_GT(measured.profile().vlayers_size(), 0) << z.family;
+  for (const std::string family : {"gpt", "mlp"}) {
+    const proto::ProfileFile& measured = SmallProfile(family);
+    ASSERT_GT(measured.profile().vlayers_size(), 0) << family;
     const uint64_t w = WeightBytes(measured);
     for (int trial = 0; trial < 12; ++trial) {
       proto::ProfileFile p = measured;
@@ -176,7 +183,7 @@ TEST(SearchPropertyTest, PlansStayConsistentUnderPerturbedProfiles) {
           o.device_memory = static_cast<uint64_t>(w * f);
           o.minibatch = 16;
           absl::StatusOr<planner::MadePlan> made = planner::MakePlan(p, o);
-          const std::string where = absl::StrCat(z.family, ", trial ", trial, ", ", n,
+          const std::string where = absl::StrCat(family, ", trial ", trial, ", ", n,
                                                  " devices of ", o.device_memory, " B");
           if (!made.ok()) {
             EXPECT_TRUE(absl::IsResourceExhausted(made.status())) << where << ": "

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
-#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -146,8 +145,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   // Every baseline schedule is a candidate too, at the microbatch its users
   // would pick (the largest power of two that fits): Harmony plans wherever
   // a baseline does, and never slower than one. They go first, so that the
-  // fastest caps the tolerance window of what follows.
-  std::optional<SearchResult> baseline;  // The fastest that fits.
+  // fastest caps the tolerance window of what follows (and so the result:
+  // a best is only ever chosen within the window, or faster than one that
+  // was).
   if (o.schedule == Schedule::kHarmony && o.backward_packs.empty()) {
     for (Schedule b : {Schedule::kOndemand, Schedule::kDpSwap, Schedule::kGpipe}) {
       const Mode mode = b == Schedule::kGpipe ? Mode::kVpp : Mode::kVdp;
@@ -172,10 +172,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           continue;
         }
         const bool fits = r->sim.fits;
-        if (fits && (!baseline || r->sim.iteration_s < baseline->sim.iteration_s)) {
-          baseline = *r;
-          cap = r->sim.iteration_s;
-        }
+        if (fits) cap = std::min(cap, r->sim.iteration_s);
         Candidate cand;
         cand.config = r->graph.config;
         cand.graph = std::move(r->graph);
@@ -344,12 +341,6 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
         }
       }
     }
-  }
-  // The time tolerance trades a little time for fewer bytes, but never
-  // below a baseline: Harmony is at least as fast as the fastest of them.
-  if (have && baseline && best.sim.iteration_s > baseline->sim.iteration_s) {
-    best.graph = std::move(baseline->graph);
-    best.sim = std::move(baseline->sim);
   }
   if (!have) {
     if (!first_error.ok() && !absl::IsInvalidArgument(first_error)) return first_error;

@@ -59,27 +59,38 @@ json MadeRun(const std::string& schedule, bool emulated, double bytes, double ra
           {"simulator_error", sim_error}};
 }
 
+// A configuration of `model` (a zoo family) on 2 devices, without runs.
+json MadeConfig(const std::string& model, int depth, int minibatch, int vlayers) {
+  return {{"model", model},
+          {"zoo", {{"family", model}, {"depth", depth}, {"width", 32}, {"seq_len", 8},
+                   {"image_size", 16}}},
+          {"devices", 2},
+          {"minibatch", minibatch},
+          {"device_memory", 1 << 20},
+          {"weight_bytes", 1000},
+          {"vlayers", vlayers},
+          {"lower_bound_bytes", 500}};
+}
+
+// Results holding `config` and `checks`.
+json MadeResults(const json& config, const json& checks) {
+  return {{"machine", {{"cores", 2}, {"memory_bytes", 1 << 30}}},
+          {"runs", 3},
+          {"link_balance", {{"gemm_flop_per_s", 2e10}, {"flop_per_byte", 880},
+                            {"emulated_link_bytes_per_s", 2e10 / 880}}},
+          {"schedules", {{"configs", json::array({config})}}},
+          {"checks", checks}};
+}
+
 TEST(ReportTest, RatiosComeFromTheResults) {
-  json config = {{"model", "gpt"},
-                 {"zoo", {{"family", "gpt"}, {"depth", 12}, {"width", 32}, {"seq_len", 8},
-                          {"image_size", 16}}},
-                 {"devices", 2},
-                 {"minibatch", 16},
-                 {"device_memory", 1 << 20},
-                 {"weight_bytes", 1000},
-                 {"vlayers", 16},
-                 {"lower_bound_bytes", 500}};
+  json config = MadeConfig("gpt", 12, 16, 16);
   config["runs"] = {MadeRun("harmony", false, 1000, 30, 0.1), MadeRun("ondemand", false, 4000, 10, -0.2),
                     MadeRun("gpipe", false, 2000, 15, 0.0),   MadeRun("dp-swap", false, 3000, 20, 0.0),
                     MadeRun("harmony", true, 1000, 8, 0.1),   MadeRun("ondemand", true, 4000, 2, 0.0),
                     MadeRun("gpipe", true, 2000, 4, 0.0),     MadeRun("dp-swap", true, 3000, 4, 0.0)};
-  json results = {{"machine", {{"cores", 2}, {"memory_bytes", 1 << 30}}},
-                  {"runs", 3},
-                  {"link_balance", {{"gemm_flop_per_s", 2e10}, {"flop_per_byte", 880},
-                                    {"emulated_link_bytes_per_s", 2e10 / 880}}},
-                  {"schedules", {{"configs", json::array({config})}}},
-                  {"checks", json::array({json{{"name", "c1"}, {"ok", true}, {"detail", ""}},
-                                          json{{"name", "c2"}, {"ok", false}, {"detail", "off"}}})}};
+  json results = MadeResults(
+      config, json::array({json{{"name", "c1"}, {"ok", true}, {"detail", ""}},
+                           json{{"name", "c2"}, {"ok", false}, {"detail", "off"}}}));
   const std::string headline = Headline(results);
   EXPECT_NE(headline.find("ondemand 4.0x"), std::string::npos) << headline;
   EXPECT_NE(headline.find("2.0x the lower bound"), std::string::npos) << headline;
@@ -104,23 +115,10 @@ TEST(ReportTest, RatiosComeFromTheResults) {
 // plan) then come from the emulated runs, and the headline leaves out the
 // link mode that has no runs instead of printing "n/a".
 TEST(ReportTest, EmulatedOnlyResultsStillShowBytes) {
-  json config = {{"model", "vgg"},
-                 {"zoo", {{"family", "vgg"}, {"depth", 32}, {"width", 32}, {"seq_len", 8},
-                          {"image_size", 16}}},
-                 {"devices", 2},
-                 {"minibatch", 64},
-                 {"device_memory", 1 << 20},
-                 {"weight_bytes", 1000},
-                 {"vlayers", 98},
-                 {"lower_bound_bytes", 500}};
+  json config = MadeConfig("vgg", 32, 64, 98);
   config["runs"] = {MadeRun("harmony", true, 1000, 8, 0.1), MadeRun("ondemand", true, 5000, 2, 0.0),
                     MadeRun("gpipe", true, 2000, 4, 0.0), MadeRun("dp-swap", true, 3000, 4, 0.0)};
-  json results = {{"machine", {{"cores", 2}, {"memory_bytes", 1 << 30}}},
-                  {"runs", 3},
-                  {"link_balance", {{"gemm_flop_per_s", 2e10}, {"flop_per_byte", 880},
-                                    {"emulated_link_bytes_per_s", 2e10 / 880}}},
-                  {"schedules", {{"configs", json::array({config})}}},
-                  {"checks", json::array()}};
+  json results = MadeResults(config, json::array());
   const std::string headline = Headline(results);
   EXPECT_NE(headline.find("ondemand 5.0x, gpipe 2.0x, dp-swap 3.0x"), std::string::npos)
       << headline;
