@@ -24,6 +24,8 @@ struct DeviceMemory::State {
   std::atomic<uint64_t> peak{0};
   std::atomic<uint64_t> allocations{0};  // Fresh from the base allocator.
   std::atomic<uint64_t> reused{0};       // Served from the cache.
+  std::mutex peak_mu;
+  std::string peak_activity;  // Guarded by peak_mu: what allocated at the peak.
 
   // Storages freed on this device, kept for reuse by size (as a GPU's
   // caching allocator keeps them): in use + cached <= capacity, so the
@@ -78,8 +80,9 @@ struct DeviceMemory::State {
     cached += bytes;
   }
 
-  // Reserves `bytes`; false (nothing reserved) when over capacity.
-  bool Reserve(uint64_t bytes) {
+  // Reserves `bytes` for `activity`; false (nothing reserved) when over
+  // capacity.
+  bool Reserve(uint64_t bytes, const std::string& activity) {
     uint64_t current = used.load(std::memory_order_relaxed);
     do {
       if (current + bytes > capacity) return false;
@@ -89,6 +92,10 @@ struct DeviceMemory::State {
     uint64_t p = peak.load(std::memory_order_relaxed);
     while (now > p &&
            !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+    if (now > p) {  // A new peak (rare once an iteration has run).
+      std::lock_guard<std::mutex> lock(peak_mu);
+      peak_activity = activity;
     }
     return true;
   }
@@ -111,7 +118,15 @@ uint64_t DeviceMemory::used() const { return state_->used.load(); }
 uint64_t DeviceMemory::peak() const { return state_->peak.load(); }
 uint64_t DeviceMemory::allocations() const { return state_->allocations.load(); }
 uint64_t DeviceMemory::reused() const { return state_->reused.load(); }
-void DeviceMemory::ResetPeak() { state_->peak.store(state_->used.load()); }
+void DeviceMemory::ResetPeak() {
+  std::lock_guard<std::mutex> lock(state_->peak_mu);
+  state_->peak.store(state_->used.load());
+  state_->peak_activity.clear();
+}
+std::string DeviceMemory::peak_activity() const {
+  std::lock_guard<std::mutex> lock(state_->peak_mu);
+  return state_->peak_activity;
+}
 
 namespace {
 thread_local DeviceMemoryScope* current_scope = nullptr;
@@ -147,7 +162,7 @@ class AccountingAllocator final : public c10::Allocator {
       return base_->allocate(bytes);
     }
     const std::shared_ptr<DeviceMemory::State>& state = scope->memory_->state();
-    if (!state->Reserve(bytes)) {
+    if (!state->Reserve(bytes, scope->activity_)) {
       TORCH_CHECK_WITH(
           OutOfMemoryError, false, "out of memory on device ", state->name,
           scope->activity_.empty() ? "" : " (",

@@ -37,6 +37,9 @@ class DeviceMemory {
   uint64_t used() const;
   // Highest `used` since construction or the last ResetPeak.
   uint64_t peak() const;
+  // What was allocating when the peak was reached (a scope's activity; empty
+  // if the peak has not grown since ResetPeak).
+  std::string peak_activity() const;
   // Storages allocated so far from the process's allocator, and served
   // again from this device's cache of freed storages (one per storage,
   // however large). Freed storages are kept by size and reused for the

@@ -33,6 +33,28 @@ TEST_F(DeviceMemoryTest, CountsWhatIsAllocatedInScopeUntilFreed) {
   EXPECT_EQ(memory.peak(), 0u);
 }
 
+TEST_F(DeviceMemoryTest, PeakNamesWhatWasAllocating) {
+  DeviceMemory memory("cpu:0", 1 << 20);
+  at::Tensor kept;
+  {
+    DeviceMemoryScope scope(&memory, "weights in");
+    kept = at::empty({1000}, at::kFloat);
+  }
+  EXPECT_EQ(memory.peak_activity(), "weights in");
+  {
+    DeviceMemoryScope scope(&memory, "backward");
+    at::Tensor big = at::empty({2000}, at::kFloat);
+  }
+  EXPECT_EQ(memory.peak_activity(), "backward");
+  {
+    DeviceMemoryScope scope(&memory, "small");  // Below the peak: not named.
+    at::Tensor small = at::empty({10}, at::kFloat);
+  }
+  EXPECT_EQ(memory.peak_activity(), "backward");
+  memory.ResetPeak();
+  EXPECT_EQ(memory.peak_activity(), "");
+}
+
 TEST_F(DeviceMemoryTest, TemporariesOfAnOpCountTowardsThePeak) {
   DeviceMemory memory("cpu:0", 64 << 20);
   at::Tensor x = at::randn({256, 256});

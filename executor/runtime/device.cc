@@ -41,6 +41,7 @@ class VirtualCpuDevice : public Device {
   uint64_t used() const override { return memory_.used(); }
   uint64_t peak() const override { return memory_.peak(); }
   void ResetPeak() override { memory_.ResetPeak(); }
+  std::string peak_activity() const override { return memory_.peak_activity(); }
   uint64_t allocations() const override { return memory_.allocations(); }
   uint64_t reused() const override { return memory_.reused(); }
 

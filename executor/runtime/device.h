@@ -70,6 +70,8 @@ class Device {
   virtual uint64_t used() const = 0;
   virtual uint64_t peak() const = 0;
   virtual void ResetPeak() = 0;
+  // What was allocating when the peak was reached ("" if unknown).
+  virtual std::string peak_activity() const { return ""; }
   virtual uint64_t allocations() const = 0;
   virtual uint64_t reused() const = 0;
 

@@ -23,6 +23,7 @@ std::string MetricsJson(const IterationMetrics& m) {
         {"to_device", m.bytes.to_device()},
         {"to_host", m.bytes.to_host()}}},
       {"device_peak_bytes", m.device_peak_bytes},
+      {"device_peak_activity", m.device_peak_activity},
       {"device_allocations", m.device_allocations},
       {"device_reused", m.device_reused},
       {"compute_s", m.compute_s},

@@ -37,6 +37,9 @@ struct IterationMetrics {
   double samples_per_s = 0;
   SwapCounts bytes;
   std::vector<uint64_t> device_peak_bytes;
+  // What each device was allocating for when it reached its peak ("task 7
+  // (backward of vLayers 2-3): vLayer 3, microbatch 1"); empty if unknown.
+  std::vector<std::string> device_peak_activity;
   // Storages each device needed during the iteration (weights, gradients,
   // received activations, every tensor computed there): fresh from the
   // process's allocator, and reused from the device's cache of freed

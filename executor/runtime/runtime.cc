@@ -346,6 +346,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   out.bytes.targets_in = m.counts[Impl::kTargetsIn];
   for (size_t d = 0; d < m.devices.size(); ++d) {
     out.device_peak_bytes.push_back(m.devices[d]->peak());
+    out.device_peak_activity.push_back(m.devices[d]->peak_activity());
     out.device_allocations.push_back(m.devices[d]->allocations() -
                                      allocations_before[d]);
     out.device_reused.push_back(m.devices[d]->reused() - reused_before[d]);

@@ -407,14 +407,24 @@ absl::Status Runtime::Impl::RunDevice(int d) {
   std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
   std::map<int, std::future<WeightsResult>> prefetched;
   absl::Status status;
-  for (int id : list) {
+  for (size_t position = 0; position < list.size(); ++position) {
+    const int id = list[position];
     const Task& t = graph.tasks[id];
     if (options.cancelled && options.cancelled()) {
       status = absl::CancelledError("cancelled");
       break;
     }
     {
-      std::lock_guard<std::mutex> lock(mu);
+      // What the task two before this one copies out (gradients, buffers)
+      // has left the device: the plan counts a task's copies out on the
+      // device until the next task has computed, and a copy-out thread
+      // starved of a core would otherwise hold them longer.
+      const double copy_wait = Now();
+      std::unique_lock<std::mutex> lock(mu);
+      if (position >= 2) {
+        cv.wait(lock, [&] { return !error.ok() || done[list[position - 2]]; });
+        wait_ns += static_cast<int64_t>((Now() - copy_wait) * 1e9);
+      }
       if (!error.ok()) break;
     }
     const std::string label = absl::StrCat("task ", id, " (", planner::TaskKindName(t.kind),

@@ -34,9 +34,10 @@ struct Hold {
   // Or when this op starts, if earlier: a prefetch's buffer is allocated
   // when the task it overlaps starts, however late the copy begins.
   int or_from_op = -1;
-  // Held at least until the device's next task after this one has computed
-  // its first microbatch: a copy out runs on its own thread in the runtime
-  // and may be that late however fast the link.
+  // Held at least until the device's next task after this one has ended: a
+  // copy out runs on its own thread in the runtime and may be that late
+  // however fast the link (the runtime starts the task after that next one
+  // only once the copy is done).
   // (The task's position in its device's list; -1: no such bound.)
   int at_least_past_position = -1;
   // Allocated when from_op ends rather than starts: what a compute makes
@@ -521,9 +522,7 @@ class Sim {
     if (h.at_least_past_position >= 0) {
       const std::vector<int>& list = device_tasks_.at(h.device);
       const size_t next = static_cast<size_t>(h.at_least_past_position) + 1;
-      if (next < list.size() && first_compute_[list[next]] >= 0) {
-        until = std::max(until, ops_[first_compute_[list[next]]].end);
-      }
+      if (next < list.size()) until = std::max(until, TaskEnd(list[next]));
     }
     return {from, std::max(from, until)};
   }
