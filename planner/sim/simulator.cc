@@ -346,8 +346,12 @@ class Sim {
           // it goes, needs less. (Holding them only from the end of the
           // first microbatch, with BackwardWorkingBytes(first = true) before,
           // matched the GPT of issue 17 within 5% but fell 12% short of the
-          // runtime's peak on runtime_test's small models: not yet known
-          // why.)
+          // runtime's peak on runtime_test's small models. Part of that was
+          // the runtime holding every output of a pack until its backward
+          // ended (fixed); with that fixed, GPipe's one-microbatch tasks still
+          // went 1-10% over their planned peaks in 10 of 16 loaded test runs,
+          // against none with this model. So a task's gradients are counted
+          // from its start, with the transient of accumulating into them.)
           working = m_.BackwardWorkingBytes(t.vlayers.begin, t.vlayers.end, u, false);
           const uint64_t targets = t.fused_loss ? m_.TargetBytes(u) : 0;
           working = working > targets ? working - targets : 0;
