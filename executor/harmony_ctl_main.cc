@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <iostream>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -32,9 +35,12 @@ using harmony::common::FormatBytes;
 using harmony::executor::ExecutorClient;
 
 constexpr char kUsage[] =
-    "Usage: harmony-ctl COMMAND [ARGS] [--address HOST:PORT] [--token-file F] [--json]\n"
+    "Usage: harmony-ctl [--address HOST:PORT] [--token-file F] [--tls-ca CA] [--json]\n"
+    "                   COMMAND [ARGS]\n"
     "\n"
-    "Drives the harmony-exec daemon of a server.\n"
+    "Drives the harmony-exec daemon of a server. The global flags go before or after\n"
+    "the command. The daemon's address defaults to $HARMONY_ADDRESS, else\n"
+    "127.0.0.1:7770; the token file to $HARMONY_TOKEN_FILE.\n"
     "\n"
     "Commands:\n"
     "  submit PLAN --model M --data D --iterations K [--wait]   queue a training job\n"
@@ -122,9 +128,16 @@ std::string ProgressLine(const harmony::proto::Progress& p, bool bar) {
   return out;
 }
 
+// The value of environment variable `name`, or `otherwise` when unset or
+// empty.
+std::string FromEnvironment(const char* name, const std::string& otherwise) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : otherwise;
+}
+
 struct Common {
-  std::string address = kDefaultAddress;
-  std::string token_file;
+  std::string address = FromEnvironment("HARMONY_ADDRESS", kDefaultAddress);
+  std::string token_file = FromEnvironment("HARMONY_TOKEN_FILE", "");
   std::string tls_ca;
   bool json = false;
 };
@@ -133,8 +146,10 @@ void AddCommon(po::options_description& flags, Common& c) {
   // clang-format off
   flags.add_options()
       ("help,h", "show this help")
-      ("address", po::value(&c.address)->default_value(c.address), "the daemon, host:port")
-      ("token-file", po::value(&c.token_file), "a file holding the daemon's token")
+      ("address", po::value(&c.address)->default_value(c.address),
+       "the daemon, host:port (default: $HARMONY_ADDRESS, else 127.0.0.1:7770)")
+      ("token-file", po::value(&c.token_file),
+       "a file holding the daemon's token (default: $HARMONY_TOKEN_FILE)")
       ("tls-ca", po::value(&c.tls_ca),
        "speak TLS, trusting the daemon certificate signed by this CA (PEM)")
       ("json", po::bool_switch(&c.json), "print JSON for scripts");
@@ -519,8 +534,36 @@ int Simple(const std::string& command, const std::vector<std::string>& args) {
 
 }  // namespace
 
+// Moves the global flags given before the command (`harmony-ctl --address A
+// list`, as git and kubectl take them) after it, where each command parses
+// them. Returns an unknown flag found before the command ("" if none).
+std::string HoistGlobalFlags(std::vector<std::string>& args) {
+  static const std::set<std::string> kWithValue = {"--address", "--token-file", "--tls-ca"};
+  std::vector<std::string> globals;
+  size_t i = 0;
+  while (i < args.size() && absl::StartsWith(args[i], "--") && args[i] != "--help") {
+    const std::string flag = args[i].substr(0, args[i].find('='));
+    if (flag == "--json") {
+      globals.push_back(args[i++]);
+    } else if (kWithValue.count(flag)) {
+      globals.push_back(args[i++]);
+      if (flag == args[i - 1] && i < args.size()) globals.push_back(args[i++]);
+    } else {
+      return args[i];
+    }
+  }
+  args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i));
+  if (!args.empty()) args.insert(args.end(), globals.begin(), globals.end());
+  return "";
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (const std::string unknown = HoistGlobalFlags(args); !unknown.empty()) {
+    std::cerr << "harmony-ctl: unknown global flag \"" << unknown
+              << "\" before the command\n" << kUsage;
+    return 2;
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;

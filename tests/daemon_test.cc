@@ -245,6 +245,17 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   EXPECT_TRUE(absl::StrContains(r.output, "same")) << r.output;
   r = RunCommand(d->Ctl("logs job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "iteration 4/4 loss")) << r.output;
+  // Global flags before the command, as git and kubectl take them, and the
+  // address from the environment.
+  r = RunCommand(absl::StrCat(kCtl, " --address ", d->address(), " --json list"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["jobs"].size(), 1u) << r.output;
+  r = RunCommand(absl::StrCat("HARMONY_ADDRESS=", d->address(), " ", kCtl, " status job-1"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "SUCCEEDED")) << r.output;
+  r = RunCommand(absl::StrCat(kCtl, " --adress ", d->address(), " list"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "unknown global flag \"--adress\"")) << r.output;
   // The daemon logged each job event.
   EXPECT_TRUE(absl::StrContains(d->output(), "job-1 SUCCEEDED")) << d->output();
   d->Signal(SIGTERM);

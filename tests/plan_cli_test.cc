@@ -111,6 +111,12 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
   EXPECT_NE(inspected.output.find("device 0:"), std::string::npos);
   EXPECT_NE(inspected.output.find("WEIGHTS_IN"), std::string::npos) << inspected.output;
+  // The host's updates list what they wait for, with no dangling colon.
+  EXPECT_NE(inspected.output.find("UPDATE   pack 0   vLayers 0-"), std::string::npos)
+      << inspected.output;
+  EXPECT_NE(inspected.output.find(", after t"), std::string::npos) << inspected.output;
+  EXPECT_EQ(inspected.output.find(": \n"), std::string::npos) << inspected.output;
+  EXPECT_EQ(inspected.output.find("0 microbatch(es)"), std::string::npos) << inspected.output;
 
   // Re-simulating the saved plan reproduces its estimates exactly.
   auto simulated = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("a.pb")));

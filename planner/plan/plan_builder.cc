@@ -210,10 +210,21 @@ std::string PlanTasks(const proto::Plan& plan) {
       absl::StrAppend(&s, " ", common::FormatBytes(x.bytes()));
       xs.push_back(s);
     }
-    absl::StrAppendFormat(&out, "  t%-4d %-8s pack %-3d vLayers %d-%d, %d microbatch(es)%s: %s\n",
-                          t.id(), proto::TaskKind_Name(t.kind()), t.pack(),
-                          t.vlayers().begin(), t.vlayers().end() - 1, t.microbatches_size(),
-                          t.fused_loss() ? ", fused loss" : "", absl::StrJoin(xs, ", "));
+    absl::StrAppendFormat(&out, "  t%-4d %-8s pack %-3d vLayers %d-%d", t.id(),
+                          proto::TaskKind_Name(t.kind()), t.pack(), t.vlayers().begin(),
+                          t.vlayers().end() - 1);
+    if (t.kind() == proto::UPDATE) {
+      // The host's update: no microbatches, no transfers; the backward
+      // tasks whose gradients it waits for.
+      std::vector<std::string> after;
+      for (uint32_t dep : t.depends_on()) after.push_back(absl::StrCat("t", dep));
+      absl::StrAppend(&out, after.empty() ? "" : absl::StrCat(", after ", absl::StrJoin(after, ", ")),
+                      "\n");
+      return;
+    }
+    absl::StrAppendFormat(&out, ", %d microbatch(es)%s%s%s\n", t.microbatches_size(),
+                          t.fused_loss() ? ", fused loss" : "", xs.empty() ? "" : ": ",
+                          absl::StrJoin(xs, ", "));
   };
   for (const proto::DeviceSchedule& d : plan.devices()) {
     absl::StrAppendFormat(&out, "device %d:\n", d.device());
