@@ -130,6 +130,12 @@ CpuOptimizer::CpuOptimizer(const OptimizerOptions& options, size_t elements)
       elements_(elements),
       state_(elements * StateBytesPerElement(options) / sizeof(float), 0.0f) {}
 
+std::vector<std::string> CpuOptimizer::state_names() const {
+  if (state_.empty()) return {};
+  if (options_.kind == OptimizerKind::kSgd) return {"momentum_buffer"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
 void CpuOptimizer::Step(float* params, const float* grads) {
   ++steps_;
   const int64_t n = static_cast<int64_t>(elements_);

@@ -64,6 +64,13 @@ class CpuOptimizer {
   const OptimizerOptions& options() const { return options_; }
   // The state, for checkpoints: momentum, or exp_avg then exp_avg_sq.
   std::vector<float>& state() { return state_; }
+  const std::vector<float>& state() const { return state_; }
+  // Names of the state's parts per element, in order, as torch.optim names
+  // them: {"momentum_buffer"}, {"exp_avg", "exp_avg_sq"} or none.
+  std::vector<std::string> state_names() const;
+  // For a resumed run: the steps taken before (Adam's bias correction, SGD's
+  // first momentum step).
+  void set_steps(int64_t steps) { steps_ = steps; }
 
  private:
   CpuOptimizer(const OptimizerOptions& options, size_t elements);

@@ -1,6 +1,7 @@
 #include "executor/runtime/host_store.h"
 
 #include <map>
+#include <set>
 #include <utility>
 
 #include <torch/script.h>
@@ -164,6 +165,102 @@ absl::Status HostStore::WriteInto(torch::jit::Module& model) const {
       std::lock_guard<std::mutex> lock(h->mu);
       for (size_t j = 0; j < h->buffer_names.size(); ++j) {
         common::ResolveTensor(model, h->buffer_names[j])->copy_(h->buffers[j]);
+      }
+    }
+  }, absl::StatusCode::kInternal);
+}
+
+void HostStore::ExportState(std::map<std::string, at::Tensor>& weights,
+                            std::map<std::string, at::Tensor>& optimizer_state) const {
+  for (const auto& h : layers_) {
+    const std::vector<std::string> parts = h->optimizer->state_names();
+    const int64_t elements = static_cast<int64_t>(h->optimizer->elements());
+    // The optimizer's state as one tensor per part, over the owned elements.
+    at::Tensor state;
+    if (!parts.empty()) {
+      state = at::from_blob(const_cast<float*>(h->optimizer->state().data()),
+                            {static_cast<int64_t>(parts.size()), elements}, at::kFloat);
+    }
+    int64_t at = 0;
+    for (size_t j = 0; j < h->param_names.size(); ++j) {
+      const std::string& name = h->param_names[j];
+      if (weights.count(name)) continue;  // Tied: owned by an earlier vLayer.
+      const at::Tensor& p = h->params[j];
+      weights[name] = p.clone();
+      for (size_t i = 0; i < parts.size(); ++i) {
+        optimizer_state[absl::StrCat(name, "/", parts[i])] =
+            state[static_cast<int64_t>(i)].narrow(0, at, p.numel()).view(p.sizes()).clone();
+      }
+      at += p.numel();
+    }
+    std::lock_guard<std::mutex> lock(h->mu);
+    for (size_t j = 0; j < h->buffer_names.size(); ++j) {
+      weights[h->buffer_names[j]] = h->buffers[j].clone();
+    }
+  }
+}
+
+absl::Status HostStore::ImportState(const std::map<std::string, at::Tensor>& weights,
+                                    const std::map<std::string, at::Tensor>& optimizer_state,
+                                    int64_t optimizer_steps) {
+  auto find = [](const std::map<std::string, at::Tensor>& from, const std::string& name,
+                 const at::Tensor& like, const char* what) -> absl::StatusOr<at::Tensor> {
+    auto it = from.find(name);
+    if (it == from.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint has no ", what, " ", name));
+    }
+    if (it->second.sizes() != like.sizes()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint's ", what, " ", name, " has shape ", c10::str(it->second.sizes()),
+          "; the model's is ", c10::str(like.sizes())));
+    }
+    return it->second;
+  };
+  // Check everything before changing anything.
+  std::set<std::string> seen;
+  for (const auto& h : layers_) {
+    const std::vector<std::string> parts = h->optimizer->state_names();
+    for (size_t j = 0; j < h->param_names.size(); ++j) {
+      if (!seen.insert(h->param_names[j]).second) continue;
+      HARMONY_RETURN_IF_ERROR(find(weights, h->param_names[j], h->params[j], "parameter").status());
+      for (const std::string& part : parts) {
+        HARMONY_RETURN_IF_ERROR(find(optimizer_state, absl::StrCat(h->param_names[j], "/", part),
+                                     h->params[j], "optimizer state").status());
+      }
+    }
+    for (size_t j = 0; j < h->buffer_names.size(); ++j) {
+      HARMONY_RETURN_IF_ERROR(find(weights, h->buffer_names[j], h->buffers[j], "buffer").status());
+    }
+  }
+  seen.clear();
+  return CallTorch("restoring the checkpoint", [&] {
+    c10::NoGradGuard no_grad;
+    for (const auto& h : layers_) {
+      const std::vector<std::string> parts = h->optimizer->state_names();
+      const int64_t elements = static_cast<int64_t>(h->optimizer->elements());
+      at::Tensor state;
+      if (!parts.empty()) {
+        state = at::from_blob(h->optimizer->state().data(),
+                              {static_cast<int64_t>(parts.size()), elements}, at::kFloat);
+      }
+      int64_t at = 0;
+      for (size_t j = 0; j < h->param_names.size(); ++j) {
+        const std::string& name = h->param_names[j];
+        if (!seen.insert(name).second) continue;
+        at::Tensor& p = h->params[j];
+        p.copy_(weights.at(name));
+        for (size_t i = 0; i < parts.size(); ++i) {
+          state[static_cast<int64_t>(i)].narrow(0, at, p.numel()).copy_(
+              optimizer_state.at(absl::StrCat(name, "/", parts[i])).reshape({-1}));
+        }
+        at += p.numel();
+      }
+      h->optimizer->set_steps(optimizer_steps);
+      std::lock_guard<std::mutex> lock(h->mu);
+      for (size_t j = 0; j < h->buffer_names.size(); ++j) {
+        const at::Tensor& from = weights.at(h->buffer_names[j]);
+        h->buffers[j] = h->buffers[j].is_pinned() ? from.pin_memory() : from.clone();
       }
     }
   }, absl::StatusCode::kInternal);

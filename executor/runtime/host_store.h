@@ -18,6 +18,7 @@
 #define HARMONY_EXECUTOR_RUNTIME_HOST_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "optim/cpu_optimizer.h"
 
@@ -82,6 +84,18 @@ class HostStore {
   absl::StatusOr<at::Tensor> Find(const std::string& name) const;
   // Copies the master weights and buffers into `model`'s tensors.
   absl::Status WriteInto(torch::jit::Module& model) const;
+
+  // Copies of every parameter and buffer, and of the optimizer's state per
+  // parameter ("<name>/momentum_buffer", "<name>/exp_avg", "<name>/exp_avg_sq",
+  // as torch.optim names them), by canonical name. Call between iterations.
+  void ExportState(std::map<std::string, at::Tensor>& weights,
+                   std::map<std::string, at::Tensor>& optimizer_state) const;
+  // Sets them from such copies, and the optimizer's step count.
+  // FailedPrecondition naming the tensor when one is missing or has another
+  // shape. Call between iterations.
+  absl::Status ImportState(const std::map<std::string, at::Tensor>& weights,
+                           const std::map<std::string, at::Tensor>& optimizer_state,
+                           int64_t optimizer_steps);
   // Host memory held: weights, gradients, optimizer state, buffers.
   uint64_t bytes() const;
 

@@ -378,6 +378,59 @@ absl::Status Runtime::SaveModel(const std::string& path) {
   return common::WriteFileAtomically(path, bytes);
 }
 
+namespace {
+
+const char* OptimizerName(optim::OptimizerKind kind) {
+  switch (kind) {
+    case optim::OptimizerKind::kAdam: return "adam";
+    case optim::OptimizerKind::kAdamW: return "adamw";
+    default: return "sgd";
+  }
+}
+
+}  // namespace
+
+Checkpoint Runtime::MakeCheckpoint() const {
+  const Impl& m = *impl_;
+  Checkpoint c;
+  c.model_sha256 = m.plan.model().sha256();
+  c.iteration = m.iteration;
+  c.minibatch = m.minibatch;
+  c.seed = m.options.seed;
+  c.shuffle = m.options.shuffle;
+  c.optimizer = OptimizerName(m.options.optimizer.kind);
+  c.optimizer_steps = m.iteration;  // Every vLayer steps once per iteration.
+  m.host->ExportState(c.weights, c.optimizer_state);
+  return c;
+}
+
+absl::Status Runtime::Restore(const Checkpoint& c) {
+  Impl& m = *impl_;
+  if (c.model_sha256 != m.plan.model().sha256()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint is of another model: its sha256 is ", c.model_sha256.substr(0, 16),
+        "..., this plan's model's ", m.plan.model().sha256().substr(0, 16), "..."));
+  }
+  const std::string optimizer = OptimizerName(m.options.optimizer.kind);
+  if (c.optimizer != optimizer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint holds ", c.optimizer, " state; this run's optimizer is ", optimizer));
+  }
+  if (c.minibatch != m.minibatch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint was trained with minibatch ", c.minibatch, "; this plan's is ",
+        m.minibatch, " (the data order and dropout follow the minibatch: plan again with "
+        "--minibatch ", c.minibatch, ")"));
+  }
+  HARMONY_RETURN_IF_ERROR(m.host->ImportState(c.weights, c.optimizer_state, c.optimizer_steps));
+  m.iteration = c.iteration;
+  m.options.seed = c.seed;
+  m.options.shuffle = c.shuffle;
+  m.order.clear();
+  m.current_epoch = -1;
+  return absl::OkStatus();
+}
+
 std::string Runtime::ChromeTrace() const {
   const Impl& m = *impl_;
   return m.tracer->ChromeJson(static_cast<int>(m.devices.size()), m.options.emulate_host_link);

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "common/device_spec.h"
 #include "common/tensor_file.h"
+#include "executor/runtime/checkpoint.h"
 #include "executor/runtime/metrics.h"
 #include "optim/cpu_optimizer.h"
 #include "proto/plan.pb.h"
@@ -120,6 +121,18 @@ class Runtime {
   // Writes the trained weights and buffers into the model and saves it as a
   // TorchScript file (written atomically).
   absl::Status SaveModel(const std::string& path);
+
+  // The training state after the iterations done so far (executor/runtime/
+  // checkpoint.h), copied out of the host store: call between iterations;
+  // writing it may then overlap the next iteration. Its metrics are empty
+  // (the caller keeps them).
+  Checkpoint MakeCheckpoint() const;
+  // Continues from `checkpoint`: weights, buffers, optimizer state, the
+  // iteration, the seed and the sample order. FailedPrecondition, naming
+  // both, for a checkpoint of another model, optimizer or minibatch, or one
+  // missing a tensor the model has. Call before the first iteration or
+  // between iterations.
+  absl::Status Restore(const Checkpoint& checkpoint);
 
   // Chrome trace (same layout as the simulator's) of the iterations run so
   // far with RuntimeOptions::trace.
