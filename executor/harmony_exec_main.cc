@@ -4,6 +4,8 @@
 
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -22,7 +24,9 @@
 #include "common/json_config.h"
 #include "common/plan_file.h"
 #include "common/tensor_file.h"
+#include "common/status.h"
 #include "common/units.h"
+#include "executor/runtime/checkpoint.h"
 #include "executor/runtime/runtime.h"
 #include "executor/service/daemon.h"
 #include "optim/cpu_optimizer.h"
@@ -80,6 +84,10 @@ std::string Share(double part, double whole) {
 int Run(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
+  std::string checkpoint_dir, resume;
+  int64_t checkpoint_every = 0;
+  double checkpoint_minutes = 0;
+  int keep_checkpoints = 2;
   int iterations = 0, threads = 0;
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   uint64_t seed = 0;
@@ -94,7 +102,9 @@ int Run(const std::vector<std::string>& args) {
       ("model", po::value(&model), "the TorchScript model the plan was made for (required)")
       ("data", po::value(&data),
        "torch.save file: {\"inputs\": ..., \"targets\": ...} or a tensor tuple (required)")
-      ("iterations", po::value(&iterations), "minibatches to train (required)")
+      ("iterations", po::value(&iterations),
+       "minibatches to train (required), counted from the start of training: a resumed "
+       "run trains the ones its checkpoint has not")
       ("devices", po::value(&devices_text), "devices, e.g. cpu:2x256MiB (required)")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | adam | adamw")
       ("lr", po::value(&lr)->default_value(lr), "learning rate")
@@ -107,6 +117,18 @@ int Run(const std::vector<std::string>& args) {
       ("seed", po::value(&seed)->default_value(0), "seed of the dropout stream and shuffling")
       ("shuffle", "shuffle the samples every epoch (default: in order)")
       ("out", po::value(&out), "write the trained model here (TorchScript)")
+      ("checkpoint-dir", po::value(&checkpoint_dir),
+       "write checkpoints here (checkpoint-<iteration>.pt): at the end, on Ctrl-C or "
+       "SIGTERM, and as the next two flags say")
+      ("checkpoint-every", po::value(&checkpoint_every), "a checkpoint every N iterations")
+      ("checkpoint-minutes", po::value(&checkpoint_minutes),
+       "a checkpoint every T minutes (e.g. 30)")
+      ("keep-checkpoints", po::value(&keep_checkpoints)->default_value(2),
+       "how many of the latest checkpoints stay on disk")
+      ("resume", po::value(&resume),
+       "continue from this checkpoint, or the latest in this directory: weights, optimizer "
+       "state, data position and dropout stream (the plan may differ: another device count "
+       "or mode)")
       ("metrics", po::value(&metrics_path), "write per-iteration metrics here (JSON lines)")
       ("trace", po::value(&trace_path), "write a Chrome trace of the iterations here")
       ("emulate-host-link", po::value(&link_text),
@@ -131,6 +153,16 @@ int Run(const std::vector<std::string>& args) {
       devices_text.empty()) {
     std::cerr << "harmony-exec: run needs PLAN, --model, --data, --iterations (>= 1) and "
                  "--devices (see --help)\n";
+    return 2;
+  }
+  if (checkpoint_dir.empty() && (checkpoint_every > 0 || checkpoint_minutes > 0)) {
+    std::cerr << "harmony-exec: --checkpoint-every and --checkpoint-minutes need "
+                 "--checkpoint-dir\n";
+    return 2;
+  }
+  if (checkpoint_every < 0 || checkpoint_minutes < 0 || keep_checkpoints < 1) {
+    std::cerr << "harmony-exec: --checkpoint-every and --checkpoint-minutes must be >= 0, "
+                 "--keep-checkpoints >= 1\n";
     return 2;
   }
   auto plan = harmony::common::ReadPlanFile(plan_path);
@@ -193,13 +225,65 @@ int Run(const std::vector<std::string>& args) {
             << FormatBytes(est.swap().gradients_out() + est.swap().activations_out() +
                            est.swap().stash_out())
             << " back\n";
+  // Resume: the state, and the metrics of the iterations before.
+  std::vector<std::string> history;
+  int start = 0;
+  if (!resume.empty()) {
+    auto path = harmony::executor::ResolveCheckpoint(resume);
+    if (!path.ok()) return Fail(path.status());
+    auto checkpoint = harmony::executor::ReadCheckpoint(*path);
+    if (!checkpoint.ok()) return Fail(checkpoint.status());
+    if (checkpoint->iteration >= iterations) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          *path, " is at iteration ", checkpoint->iteration, " already; --iterations counts "
+          "from the start of training: give more than ", checkpoint->iteration)));
+    }
+    if (absl::Status s = (*runtime)->Restore(*checkpoint); !s.ok()) {
+      return Fail(harmony::common::Annotate(s, absl::StrCat("resuming from ", *path)));
+    }
+    start = static_cast<int>(checkpoint->iteration);
+    history = std::move(checkpoint->metrics);
+    std::cout << "resumed from " << *path << " at iteration " << start << " of " << iterations
+              << "\n";
+  }
   std::ofstream metrics;
   if (!metrics_path.empty()) {
     metrics.open(metrics_path);
     if (!metrics) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", metrics_path)));
+    for (const std::string& line : history) metrics << line << "\n";
   }
+  harmony::executor::CheckpointPolicy policy;
+  policy.dir = checkpoint_dir;
+  policy.every_iterations = checkpoint_every;
+  policy.every_minutes = checkpoint_minutes;
+  policy.keep = keep_checkpoints;
+  harmony::executor::Checkpointer checkpointer(policy);
+  // Ctrl-C or SIGTERM: stop after the iteration under way (a checkpoint
+  // then holds it); a second one ends the process at once.
+  static std::atomic<bool> stop_requested{false};
+  struct sigaction on_stop {};
+  on_stop.sa_handler = [](int) { stop_requested = true; };
+  on_stop.sa_flags = SA_RESETHAND;
+  sigemptyset(&on_stop.sa_mask);
+  sigaction(SIGINT, &on_stop, nullptr);
+  sigaction(SIGTERM, &on_stop, nullptr);
+  // How the background write of a checkpoint went, once it has.
+  auto report_written = [&](harmony::executor::IterationMetrics* m) -> absl::Status {
+    double write_s = 0;
+    const std::string path = checkpointer.last_path();
+    absl::Status s = checkpointer.Finish(&write_s);
+    if (!s.ok()) return harmony::common::Annotate(s, "writing a checkpoint");
+    std::cout << absl::StrFormat("wrote checkpoint %s in %.3f s (in the background)\n", path,
+                                 write_s);
+    if (m != nullptr) {
+      m->checkpoint_written_path = path;
+      m->checkpoint_write_s = write_s;
+    }
+    return absl::OkStatus();
+  };
   double seconds = 0;
-  for (int i = 0; i < iterations; ++i) {
+  int trained = start;
+  for (int i = start; i < iterations; ++i) {
     auto m = (*runtime)->RunIteration();
     if (!m.ok()) {
       return Fail(absl::Status(m.status().code(),
@@ -218,8 +302,32 @@ int Run(const std::vector<std::string>& args) {
         FormatBytes(options.devices.capacity), Share(m->compute_s, busy),
         Share(m->swap_wait_s, busy),
         harmony::common::FormatTimeSpan(absl::Seconds(m->optimizer_s)));
-    if (metrics.is_open()) metrics << harmony::executor::MetricsJson(*m) << "\n" << std::flush;
-    if (i == 0) {
+    trained = i + 1;
+    if (checkpointer.written()) {
+      if (absl::Status s = report_written(&*m); !s.ok()) return Fail(s);
+    }
+    const bool stopping = stop_requested.load();
+    if (checkpointer.Due(i + 1) || (checkpointer.enabled() && (i + 1 == iterations || stopping))) {
+      // Training stalls only while the state is copied; the write overlaps
+      // the next iterations.
+      if (checkpointer.pending()) {  // One write at a time.
+        if (absl::Status s = report_written(&*m); !s.ok()) return Fail(s);
+      }
+      const auto copy_start = std::chrono::steady_clock::now();
+      harmony::executor::Checkpoint c = (*runtime)->MakeCheckpoint();
+      c.metrics = history;
+      c.metrics.push_back(harmony::executor::MetricsJson(*m));
+      m->checkpoint_copy_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
+      m->checkpoint_path = checkpointer.Write(std::move(c));
+      std::cout << absl::StrFormat("checkpoint after iteration %d: %s (training stalled %.3f s "
+                                   "copying it)\n",
+                                   i + 1, m->checkpoint_path, m->checkpoint_copy_s);
+    }
+    history.push_back(harmony::executor::MetricsJson(*m));
+    if (metrics.is_open()) metrics << history.back() << "\n" << std::flush;
+    if (stopping) break;
+    if (i == start) {
       // The bytes moved against the plan's figures (which count the data
       // with the activations).
       const auto& want = est.swap();
@@ -244,7 +352,18 @@ int Run(const std::vector<std::string>& args) {
                                                   absl::StrJoin(differ, ", "), "\n"));
     }
   }
-  std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations, seconds);
+  if (checkpointer.pending()) {
+    if (absl::Status s = report_written(nullptr); !s.ok()) return Fail(s);
+  }
+  if (trained < iterations) {
+    std::cout << "stopped after iteration " << trained << " of " << iterations;
+    if (checkpointer.enabled()) {
+      std::cout << "; continue with --resume " << checkpointer.last_path();
+    }
+    std::cout << "\n";
+    return 130;
+  }
+  std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations - start, seconds);
   if (!out.empty()) {
     if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);
     std::cout << "wrote the trained model to " << out << "\n";

@@ -4,6 +4,8 @@
 // input gives one clear line and a non-zero exit before any training.
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -84,6 +86,100 @@ TEST(ExecCliTest, TrainsAPlannedZooModelWithSwapping) {
   auto a = (*trained.named_parameters().begin()).value;
   auto b = (*original.named_parameters().begin()).value;
   EXPECT_FALSE(at::equal(a, b));
+}
+
+// The trained parameters of two TorchScript files, compared bit for bit.
+void ExpectSameParameters(const std::string& a_path, const std::string& b_path) {
+  torch::jit::Module a = torch::jit::load(a_path);
+  torch::jit::Module b = torch::jit::load(b_path);
+  int checked = 0;
+  for (const auto& p : a.named_parameters()) {
+    EXPECT_TRUE(at::equal(p.value, *common::ResolveTensor(b, p.name))) << p.name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+std::vector<double> Losses(const std::string& metrics_path) {
+  std::vector<double> out;
+  const std::string text = *common::ReadFileToString(metrics_path);
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  }
+  return out;
+}
+
+// Issue 19: checkpoints every K iterations (the latest N kept), a resumed run
+// equal to one straight through bit for bit (Adam, dropout, shuffled order),
+// and Ctrl-C stopping after the iteration under way with a checkpoint.
+TEST(ExecCliTest, CheckpointsResumeAndCtrlCStopsWithOne) {
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 2 --width 32 --seq-len 16 --vocab 64 "
+                                          "--dropout 0.1 --samples 32 -o ", Tmp("c.pt"),
+                                    " --data ", Tmp("c_data.pt")))
+                .exit_code,
+            0);
+  const std::string plan = Plan(Tmp("c.pt"), Tmp("c_data.pt"), "1MiB", "c");
+  const std::string base = absl::StrCat(kExec, " run ", plan, " --model ", Tmp("c.pt"),
+                                        " --data ", Tmp("c_data.pt"),
+                                        " --devices cpu:2x1MiB --optimizer adam --lr 0.01 "
+                                        "--shuffle --seed 3");
+  auto r = RunCommand(absl::StrCat(base, " --iterations 6 --out ", Tmp("straight.pt"),
+                                   " --metrics ", Tmp("straight.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  const std::string dir = Tmp("ckpt");
+  r = RunCommand(absl::StrCat(base, " --iterations 6 --checkpoint-dir ", dir,
+                              " --checkpoint-every 2 --metrics ", Tmp("every.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "checkpoint after iteration 2: ")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "wrote checkpoint ")) << r.output;
+  // The latest two stay.
+  EXPECT_FALSE(common::ReadFileToString(dir + "/checkpoint-2.pt").ok());
+  EXPECT_TRUE(common::ReadFileToString(dir + "/checkpoint-4.pt").ok());
+  EXPECT_TRUE(common::ReadFileToString(dir + "/checkpoint-6.pt").ok());
+  const std::string every = *common::ReadFileToString(Tmp("every.jsonl"));
+  std::vector<std::string> lines = absl::StrSplit(every, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 6u);
+  nlohmann::json second = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(second["checkpoint"]["path"], dir + "/checkpoint-2.pt");
+  EXPECT_GE(second["checkpoint"]["copy_s"].get<double>(), 0);
+
+  // Resumed from iteration 4: the same losses and weights as straight through.
+  r = RunCommand(absl::StrCat(base, " --iterations 6 --resume ", dir, "/checkpoint-4.pt --out ",
+                              Tmp("resumed.pt"), " --metrics ", Tmp("resumed.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "resumed from " + dir + "/checkpoint-4.pt at iteration 4 of 6"))
+      << r.output;
+  EXPECT_TRUE(Contains(r.output, "iter 5/6")) << r.output;
+  EXPECT_FALSE(Contains(r.output, "iter 4/6")) << r.output;
+  EXPECT_EQ(Losses(Tmp("resumed.jsonl")), Losses(Tmp("straight.jsonl")));
+  ExpectSameParameters(Tmp("resumed.pt"), Tmp("straight.pt"));
+  // Nothing left to train, and a directory resumes from its latest.
+  r = RunCommand(absl::StrCat(base, " --iterations 6 --resume ", dir));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "checkpoint-6.pt is at iteration 6 already")) << r.output;
+
+  // Ctrl-C: stops after the iteration under way, with a checkpoint (the
+  // metrics file is flushed per iteration: sent once two are in).
+  const std::string stop_dir = Tmp("stopped");
+  const std::string stop_metrics = Tmp("stopped.jsonl");
+  r = RunCommand(absl::StrCat(
+      "sh -c '", base, " --iterations 1000000 --checkpoint-dir ", stop_dir, " --metrics ",
+      stop_metrics, " > ", Tmp("stopped.log"), " 2>&1 & pid=$!; "
+      "until [ \"$(cat ", stop_metrics, " 2>/dev/null | wc -l)\" -ge 2 ]; do sleep 0.05; done; "
+      "kill -INT $pid; wait $pid; echo \"exit $?\"; cat ", Tmp("stopped.log"), "'"));
+  EXPECT_TRUE(Contains(r.output, "exit 130")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "continue with --resume " + stop_dir + "/checkpoint-"))
+      << r.output;
+  const size_t at = r.output.find("stopped after iteration ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const int stopped = std::atoi(r.output.c_str() + at + strlen("stopped after iteration "));
+  EXPECT_GE(stopped, 2);
+  EXPECT_TRUE(common::ReadFileToString(absl::StrCat(stop_dir, "/checkpoint-", stopped, ".pt")).ok());
+  r = RunCommand(absl::StrCat(base, " --iterations ", stopped + 1, " --resume ", stop_dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, absl::StrCat("at iteration ", stopped, " of ", stopped + 1)))
+      << r.output;
 }
 
 TEST(ExecCliTest, TrainsAModelScriptedInPython) {

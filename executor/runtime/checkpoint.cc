@@ -1,5 +1,6 @@
 #include "executor/runtime/checkpoint.h"
 
+#include <chrono>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -172,6 +173,51 @@ void PruneCheckpoints(const std::string& dir, int keep) {
     std::filesystem::remove(all.begin()->second, ec);
     all.erase(all.begin());
   }
+}
+
+namespace {
+
+double Monotonic() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(CheckpointPolicy policy)
+    : policy_(std::move(policy)), last_(Monotonic()) {}
+
+Checkpointer::~Checkpointer() { (void)Finish(); }
+
+bool Checkpointer::Due(int64_t iteration) const {
+  if (!enabled()) return false;
+  if (policy_.every_iterations > 0 && iteration % policy_.every_iterations == 0) return true;
+  return policy_.every_minutes > 0 && Monotonic() - last_ >= policy_.every_minutes * 60;
+}
+
+std::string Checkpointer::Write(Checkpoint c) {
+  (void)Finish();  // One write at a time; its error was reported by Finish.
+  last_ = Monotonic();
+  const std::string path = CheckpointPath(policy_.dir, c.iteration);
+  last_path_ = path;
+  done_ = false;
+  writer_ = std::thread([this, path, c = std::move(c)] {
+    const double start = Monotonic();
+    status_ = WriteCheckpoint(c, path);
+    if (status_.ok()) PruneCheckpoints(policy_.dir, policy_.keep);
+    seconds_ = Monotonic() - start;
+    done_ = true;
+  });
+  return path;
+}
+
+absl::Status Checkpointer::Finish(double* seconds) {
+  if (!writer_.joinable()) return absl::OkStatus();
+  writer_.join();
+  if (seconds != nullptr) *seconds = seconds_;
+  absl::Status s = std::move(status_);
+  status_ = absl::OkStatus();
+  return s;
 }
 
 }  // namespace harmony::executor

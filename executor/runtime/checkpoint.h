@@ -23,9 +23,11 @@
 #ifndef HARMONY_EXECUTOR_RUNTIME_CHECKPOINT_H_
 #define HARMONY_EXECUTOR_RUNTIME_CHECKPOINT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -69,6 +71,54 @@ std::string CheckpointPath(const std::string& dir, int64_t iteration);
 
 // Deletes all but the `keep` latest checkpoints of `dir`.
 void PruneCheckpoints(const std::string& dir, int keep);
+
+struct CheckpointPolicy {
+  std::string dir;               // Empty: no checkpoints.
+  int64_t every_iterations = 0;  // 0: not by count.
+  double every_minutes = 0;      // 0: not by time.
+  int keep = 2;                  // The latest this many stay on disk.
+};
+
+// When to write checkpoints, and writing them on a thread of their own so
+// that training stalls only while the state is copied out of the host store
+// (Runtime::MakeCheckpoint), not while it is serialised and written.
+//
+// Thread-safety: one thread calls it; the writes run on another.
+class Checkpointer {
+ public:
+  explicit Checkpointer(CheckpointPolicy policy);
+  ~Checkpointer();  // Waits for the write under way.
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  bool enabled() const { return !policy_.dir.empty(); }
+  const CheckpointPolicy& policy() const { return policy_; }
+  // Whether a checkpoint is due after `iteration` iterations: every
+  // `every_iterations`, or `every_minutes` after the last one (or the start).
+  bool Due(int64_t iteration) const;
+
+  // Writes `c` to DIR/checkpoint-<iteration>.pt in the background, then
+  // prunes to `keep`; returns the path. Call Finish first to learn how the
+  // previous write went (Write waits for it, dropping its status).
+  std::string Write(Checkpoint c);
+  // Waits for the write under way: its status, and the seconds it took.
+  absl::Status Finish(double* seconds = nullptr);
+  // A write was started and Finish has not been called since.
+  bool pending() const { return writer_.joinable(); }
+  // A write was started and has finished (Finish then returns at once).
+  bool written() const { return writer_.joinable() && done_.load(); }
+  // The path of the last write started.
+  const std::string& last_path() const { return last_path_; }
+
+ private:
+  CheckpointPolicy policy_;
+  double last_ = 0;  // When the last checkpoint was taken (monotonic seconds).
+  std::thread writer_;
+  absl::Status status_;
+  double seconds_ = 0;
+  std::atomic<bool> done_{false};
+  std::string last_path_;
+};
 
 }  // namespace harmony::executor
 

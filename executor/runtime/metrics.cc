@@ -31,6 +31,13 @@ std::string MetricsJson(const IterationMetrics& m) {
       {"optimizer_s", m.optimizer_s},
       {"emulated_host_link", m.emulated_link},
   };
+  if (!m.checkpoint_path.empty()) {
+    j["checkpoint"] = {{"path", m.checkpoint_path}, {"copy_s", m.checkpoint_copy_s}};
+  }
+  if (!m.checkpoint_written_path.empty()) {
+    j["checkpoint_written"] = {{"path", m.checkpoint_written_path},
+                               {"write_s", m.checkpoint_write_s}};
+  }
   return j.dump();
 }
 

@@ -53,6 +53,14 @@ struct IterationMetrics {
   // The host's CPU optimizer.
   double optimizer_s = 0;
   bool emulated_link = false;
+  // Set by the caller: a checkpoint taken after this iteration and how long
+  // training stalled while its state was copied out of the host store; and
+  // a checkpoint whose write (in the background) finished by the end of this
+  // iteration, with the seconds the write took.
+  std::string checkpoint_path;
+  double checkpoint_copy_s = 0;
+  std::string checkpoint_written_path;
+  double checkpoint_write_s = 0;
 };
 
 // Metrics as one JSON line (metrics.jsonl).
