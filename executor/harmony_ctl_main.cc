@@ -247,7 +247,8 @@ std::string AbsolutePath(const std::string& path) {
 
 int Submit(const std::vector<std::string>& args) {
   Common common;
-  std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path;
+  std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
+      resume;
   int64_t iterations = 0, checkpoint_interval = 0;
   uint64_t seed = 0;
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -274,7 +275,11 @@ int Submit(const std::vector<std::string>& args) {
       ("seed", po::value(&seed), "shuffle the samples with this seed (default 0: in order)")
       ("out", po::value(&out), "write the trained model here (TorchScript)")
       ("checkpoint-interval", po::value(&checkpoint_interval),
-       "save the weights every N iterations (default 0: never)")
+       "a checkpoint every N iterations, at the end and on cancel (default 0: none); "
+       "a job with checkpoints killed with the daemon resumes when it restarts")
+      ("resume", po::value(&resume),
+       "start from a checkpoint: a job id (its latest) or a checkpoint file or directory on "
+       "the server; --iterations counts from the start of training")
       ("submission-id", po::value(&submission_id),
        "your id for this submission: resubmitting it returns the same job")
       ("name", po::value(&name), "a name to show in `harmony-ctl list`")
@@ -308,6 +313,7 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("seed", &seed);
     config->GetPath("out", &out);
     config->Get("checkpoint_interval", &checkpoint_interval);
+    config->Get("resume", &resume);
     config->Get("submission_id", &submission_id);
     config->Get("name", &name);
     config->Get("upload_model", &upload);
@@ -359,6 +365,8 @@ int Submit(const std::vector<std::string>& args) {
   o->set_epsilon(eps);
   request.set_output_path(AbsolutePath(out));
   request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));
+  // A job id stays as is; a path is made absolute, as the others.
+  request.set_resume(absl::StartsWith(resume, "job-") ? resume : AbsolutePath(resume));
   request.set_submission_id(submission_id);
   request.set_seed(seed);
   request.set_name(name);
@@ -387,7 +395,17 @@ void PrintJob(const harmony::proto::Job& j) {
   std::cout << "  model: " << j.model_path() << " (sha256 " << j.model_sha256().substr(0, 16)
             << "...)\n  data: " << j.data_path() << "\n";
   if (!j.output_path().empty()) std::cout << "  output: " << j.output_path() << "\n";
-  if (!j.checkpoint_path().empty()) std::cout << "  checkpoint: " << j.checkpoint_path() << "\n";
+  if (!j.checkpoint_path().empty()) {
+    std::cout << "  checkpoint: " << j.checkpoint_path() << " (iteration "
+              << j.checkpoint_iteration() << ")\n";
+  }
+  if (j.resumed_from_iteration() >= 0) {
+    std::cout << "  resumed from iteration " << j.resumed_from_iteration()
+              << (j.resume_from().empty() ? "" : absl::StrCat(" (", j.resume_from(), ")")) << "\n";
+  }
+  if (!j.kept_model_path().empty()) {
+    std::cout << "  trained model kept at: " << j.kept_model_path() << "\n";
+  }
   const auto& o = j.optimizer();
   std::cout << "  optimizer: " << absl::AsciiStrToLower(harmony::proto::OptimizerKind_Name(o.kind()))
             << ", lr " << o.learning_rate() << ", " << j.iterations() << " iterations";

@@ -46,8 +46,12 @@ struct JobSpec {
   optim::OptimizerOptions optimizer;
   // Where the trained model is written; empty: not written.
   std::string output_path;
-  // A checkpoint of the weights every N iterations (0: none).
+  // A checkpoint (executor/runtime/checkpoint.h) every N iterations, at the
+  // end and when the job is cancelled (0: none).
   int64_t checkpoint_interval = 0;
+  // Start from this checkpoint file (a finished or cancelled job's, or any
+  // of the same model): its iteration counts towards `iterations`.
+  std::string resume_from;
   // Resubmitting a spec with the same non-empty id returns the first job.
   std::string submission_id;
   // Shuffles the samples with this seed; 0 takes them in order.
@@ -105,8 +109,15 @@ struct JobRecord {
   // Devices it runs on (while running) or ran on.
   std::vector<int> devices;
   std::optional<JobProgress> progress;
-  // The latest checkpoint written, if any.
+  // The latest checkpoint written, if any, and its iteration.
   std::string checkpoint_path;
+  int64_t checkpoint_iteration = 0;
+  // The checkpoint it starts from (submitted with one, or requeued after a
+  // daemon restart), and the iteration it resumed at (-1: from the start).
+  std::string resume_from;
+  int64_t resumed_from_iteration = -1;
+  // Where the trained model was kept when writing it to output_path failed.
+  std::string kept_model_path;
 };
 
 // What WatchJob streams: progress after each iteration, each state change,

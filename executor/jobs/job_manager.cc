@@ -1,8 +1,10 @@
 #include "executor/jobs/job_manager.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <deque>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include "common/tensor_file.h"
 #include "common/units.h"
 #include "executor/jobs/job_store.h"
+#include "executor/runtime/checkpoint.h"
 #include "executor/runtime/runtime.h"
 #include "planner/plan/plan_builder.h"
 
@@ -53,13 +56,31 @@ absl::Status CheckReadable(const std::string& what, const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status CheckWritableDir(const std::string& path) {
+// The output can be written: a file made beside it now (and removed), as
+// permission bits alone do not tell (root passes access(2) on /proc, where
+// no file can be made). Checked at admission, so no training is lost to a
+// bad path at the end.
+absl::Status CheckWritableOutput(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output ", path, " is a directory; give a file path (e.g. ", path,
+                     "/model.pt)"));
+  }
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  if (access(dir.c_str(), W_OK) != 0) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrCat("output ", path, ": directory ", dir, " cannot be written"));
+  const std::string probe =
+      absl::StrCat(dir, "/.", std::filesystem::path(path).filename().string(), ".harmony-probe-",
+                   getpid());
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    // InvalidArgument whatever errno says: the request is wrong, not a job.
+    return absl::InvalidArgumentError(absl::StrCat("output ", path,
+                                                   " cannot be written (no file can be made in ",
+                                                   dir, ": ", std::strerror(errno), ")"));
   }
+  close(fd);
+  unlink(probe.c_str());
   return absl::OkStatus();
 }
 
@@ -259,7 +280,17 @@ void JobManager::Impl::Run(Job* job) {
       ro.host_memory_limit = std::max<uint64_t>(
           1, host_total - (host_reserved - spec.host_memory_bytes));
     }
-    ro.cancelled = [job] { return job->cancel.load(); };
+    // With checkpoints, a cancel (or the daemon stopping) lets the iteration
+    // under way finish, so that a checkpoint can hold it.
+    const bool checkpoints = spec.checkpoint_interval > 0;
+    ro.cancelled = [job, checkpoints] { return !checkpoints && job->cancel.load(); };
+    CheckpointPolicy policy;
+    if (checkpoints) {
+      policy.dir = store->CheckpointDir(spec.id);
+      policy.every_iterations = spec.checkpoint_interval;
+    }
+    Checkpointer checkpointer(policy);
+    int64_t start_iteration = 0;
     std::unique_ptr<Runtime> runtime;
     auto created = Runtime::Create(*job->plan, spec.model_path, ro);
     if (!created.ok()) {
@@ -273,18 +304,59 @@ void JobManager::Impl::Run(Job* job) {
         status = runtime->SetData(*std::move(data));
       }
     }
+    // Resume: from the job's own latest checkpoint (requeued after a daemon
+    // restart), else from the one it was submitted with.
+    const std::string resume = !spec.checkpoint_path.empty() ? spec.checkpoint_path
+                                                             : spec.resume_from;
+    if (status.ok() && !resume.empty()) {
+      absl::StatusOr<Checkpoint> c = ReadCheckpoint(resume);
+      status = c.ok() ? runtime->Restore(*c) : c.status();
+      status = common::Annotate(status, absl::StrCat("resuming from ", resume));
+      if (status.ok()) start_iteration = c->iteration;
+    }
     if (status.ok()) {
       absl::MutexLock lock(&mu);
       job->runtime = runtime.get();
+      if (!resume.empty()) {
+        job->record.resumed_from_iteration = start_iteration;
+        Log(*job, absl::StrCat("resumed from iteration ", start_iteration, " (", resume, ")"));
+      }
       Log(*job,
           absl::StrCat("host store ", FormatBytes(runtime->host_store_bytes()), ", data ",
                        spec.data_path),
           /*daemon_too=*/false);
     }
+    // Checkpoints are written in the background (training stalls only while
+    // the state is copied); the record names one once it is on disk.
+    int64_t writing_iteration = 0;
+    auto finish_checkpoint = [&]() -> absl::Status {
+      if (!checkpointer.pending()) return absl::OkStatus();
+      double write_s = 0;
+      absl::Status written = checkpointer.Finish(&write_s);
+      if (!written.ok()) return common::Annotate(written, "writing a checkpoint");
+      absl::MutexLock lock(&mu);
+      job->record.checkpoint_path = checkpointer.last_path();
+      job->record.checkpoint_iteration = writing_iteration;
+      Log(*job, absl::StrFormat("checkpoint after iteration %d: %s (written in %.3f s)",
+                                writing_iteration, checkpointer.last_path(), write_s));
+      MarkDirty(*job);
+      return absl::OkStatus();
+    };
+    auto take_checkpoint = [&](int64_t done) -> absl::Status {
+      HARMONY_RETURN_IF_ERROR(finish_checkpoint());
+      writing_iteration = done;
+      checkpointer.Write(runtime->MakeCheckpoint());
+      return absl::OkStatus();
+    };
     double seconds = 0;
-    for (int64_t i = 0; status.ok() && i < spec.iterations; ++i) {
+    for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
       if (job->cancel.load()) {
-        status = absl::CancelledError("cancelled");
+        if (checkpoints && i > start_iteration && job->record.checkpoint_iteration != i &&
+            writing_iteration != i) {
+          status = take_checkpoint(i);
+        }
+        if (status.ok()) status = finish_checkpoint();
+        if (status.ok()) status = absl::CancelledError("cancelled");
         break;
       }
       auto m = runtime->RunIteration();
@@ -302,27 +374,22 @@ void JobManager::Impl::Run(Job* job) {
       p.samples_per_s = m->samples_per_s;
       p.swap_in_bytes = m->bytes.to_device();
       p.swap_out_bytes = m->bytes.to_host();
-      p.eta_s = seconds / (i + 1) * (spec.iterations - i - 1);
+      p.eta_s = seconds / (i + 1 - start_iteration) * (spec.iterations - i - 1);
       p.iteration_s = m->seconds;
       p.time = absl::Now();
       p.device_peak_bytes = m->device_peak_bytes;
       p.emulated_link = m->emulated_link;
-      std::string checkpoint;
-      if (spec.checkpoint_interval > 0 && (i + 1) % spec.checkpoint_interval == 0 &&
-          i + 1 < spec.iterations) {
-        checkpoint = store->CheckpointPath(spec.id);
-        if (absl::Status s = runtime->SaveModel(checkpoint); !s.ok()) {
-          status = common::Annotate(s, "writing a checkpoint");
-          break;
-        }
+      if (checkpointer.written()) {  // Recorded as soon as it is on disk.
+        status = finish_checkpoint();
+        if (!status.ok()) break;
+      }
+      if (checkpointer.Due(i + 1) || (checkpoints && i + 1 == spec.iterations)) {
+        status = take_checkpoint(i + 1);
+        if (!status.ok()) break;
       }
       {
         absl::MutexLock lock(&mu);
         job->record.progress = p;
-        if (!checkpoint.empty()) {
-          job->record.checkpoint_path = checkpoint;
-          Log(*job, absl::StrCat("checkpoint after iteration ", i + 1, ": ", checkpoint));
-        }
         Log(*job, absl::StrFormat("iteration %d/%d loss %.6g %.1f samples/s to devices %s "
                                   "to host %s",
                                   p.iteration, p.iterations, p.loss, p.samples_per_s,
@@ -341,8 +408,21 @@ void JobManager::Impl::Run(Job* job) {
       }
       Sync();
     }
+    if (absl::Status s = finish_checkpoint(); status.ok()) status = s;
     if (status.ok() && !spec.output_path.empty()) {
-      status = common::Annotate(runtime->SaveModel(spec.output_path), "writing the trained model");
+      status = common::Annotate(runtime->SaveModel(spec.output_path),
+                                absl::StrCat("writing the trained model to ", spec.output_path));
+      if (!status.ok()) {
+        // Nothing trained is lost: the model is kept in the state directory.
+        const std::string kept = store->KeptModelPath(spec.id);
+        if (runtime->SaveModel(kept).ok()) {
+          absl::MutexLock lock(&mu);
+          job->record.kept_model_path = kept;
+          status = absl::Status(status.code(),
+                                absl::StrCat(status.message(), "; the trained model is kept at ",
+                                             kept, " (harmony-ctl status shows it)"));
+        }
+      }
     }
     if (status.ok()) {
       absl::MutexLock lock(&mu);
@@ -368,6 +448,11 @@ void JobManager::Impl::Run(Job* job) {
     host_reserved -= spec.host_memory_bytes;
     if (status.ok()) {
       ChangeState(*job, JobState::kSucceeded, done_reason);
+    } else if (job->stopped_by_daemon && !job->record.checkpoint_path.empty()) {
+      // Picked up again, from the checkpoint, when the daemon starts next.
+      ChangeState(*job, JobState::kQueued,
+                  absl::StrCat("daemon stopped; resumes from iteration ",
+                               job->record.checkpoint_iteration, " when it starts again"));
     } else if (job->stopped_by_daemon) {
       ChangeState(*job, JobState::kFailed, "daemon stopped");
     } else if (job->cancel.load() && absl::IsCancelled(status)) {
@@ -433,9 +518,19 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
       Impl::Job* j = job.get();
       impl->jobs[id] = std::move(job);
       impl->order.push_back(id);
-      if (j->record.state == JobState::kRunning || j->record.state == JobState::kCancelling) {
-        impl->ChangeState(*j, JobState::kFailed, "daemon restarted");
-      } else if (j->record.state == JobState::kQueued) {
+      if (j->record.state == JobState::kCancelling) {
+        impl->ChangeState(*j, JobState::kCancelled, "daemon restarted while cancelling");
+      } else if (j->record.state == JobState::kRunning) {
+        // Killed while training (kill -9, a crash, a reboot): queued again,
+        // to resume from its latest checkpoint, or from the start.
+        impl->ChangeState(*j, JobState::kQueued,
+                          j->record.checkpoint_path.empty()
+                              ? std::string("daemon restarted; starts again from the beginning "
+                                            "(no checkpoint)")
+                              : absl::StrCat("daemon restarted; resumes from iteration ",
+                                             j->record.checkpoint_iteration));
+      }
+      if (j->record.state == JobState::kQueued) {
         auto plan = impl->store->LoadPlan(id);
         if (!plan.ok()) {
           impl->ChangeState(*j, JobState::kFailed,
@@ -545,7 +640,23 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
         plan.model().file_name(), ")"));
   }
   HARMONY_RETURN_IF_ERROR(CheckReadable("data", spec.data_path));
-  if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableDir(spec.output_path));
+  if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableOutput(spec.output_path));
+  // A checkpoint to start from: of this model, and short of the iterations.
+  if (!spec.resume_from.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(const std::string resume, ResolveCheckpoint(spec.resume_from));
+    HARMONY_ASSIGN_OR_RETURN(const Checkpoint c, ReadCheckpoint(resume));
+    if (c.model_sha256 != sha) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", resume, " is of another model (sha256 ", c.model_sha256.substr(0, 16),
+          "...); the plan's is ", sha.substr(0, 16), "..."));
+    }
+    if (c.iteration >= spec.iterations) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", resume, " is at iteration ", c.iteration, " already; --iterations counts "
+          "from the start of training: give more than ", c.iteration));
+    }
+    spec.resume_from = resume;
+  }
   if (!spec.model_bytes.empty()) {
     HARMONY_ASSIGN_OR_RETURN(model_path, impl_->store->SaveModel(sha, spec.model_bytes));
   }
@@ -561,6 +672,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;
   record.checkpoint_interval = spec.checkpoint_interval;
+  record.resume_from = spec.resume_from;
   record.seed = spec.seed;
   record.num_devices = static_cast<int>(config.num_devices());
   record.device_memory_bytes = config.device_memory_bytes();

@@ -352,6 +352,10 @@ TEST(JobManagerTest, RecordsSurviveTheManager) {
   ASSERT_TRUE(common::WriteFileAtomically(options.state_dir + "/jobs/job-40.json",
                                           JobRecordToJson(crashed))
                   .ok());
+  ASSERT_TRUE(common::WriteFileAtomically(
+                  options.state_dir + "/plans/job-40.pb",
+                  *common::ReadFileToString(absl::StrCat(options.state_dir, "/plans/", done, ".pb")))
+                  .ok());
   ASSERT_TRUE(common::WriteFileAtomically(options.state_dir + "/jobs/job-41.json", "{broken")
                   .ok());
 
@@ -361,9 +365,16 @@ TEST(JobManagerTest, RecordsSurviveTheManager) {
   auto stopped = *manager->Get(running);
   EXPECT_EQ(stopped.state, JobState::kFailed);
   EXPECT_EQ(stopped.reason, "daemon stopped");
-  auto restarted = *manager->Get("job-40");
-  EXPECT_EQ(restarted.state, JobState::kFailed);
-  EXPECT_EQ(restarted.reason, "daemon restarted");
+  // Queued again, from the start (it had no checkpoint), and trained.
+  EXPECT_EQ(manager->WaitForEnd("job-40")->state, JobState::kSucceeded);
+  const JobRecord restarted = *manager->Get("job-40");
+  bool requeued = false;
+  for (const StateChange& c : restarted.history) {
+    requeued = requeued || (c.state == JobState::kQueued &&
+                            c.reason == "daemon restarted; starts again from the beginning "
+                                        "(no checkpoint)");
+  }
+  EXPECT_TRUE(requeued) << JobRecordToJson(restarted);
   // The queued job runs after the restart; new ids continue after job-40.
   EXPECT_EQ(manager->WaitForEnd(queued)->state, JobState::kSucceeded);
   EXPECT_EQ(manager->Submit(Spec(Plan(2), 1))->job_id, "job-41");

@@ -104,7 +104,11 @@ std::string JobRecordToJson(const JobRecord& r) {
          {"host_memory_bytes", r.host_memory_bytes},
          {"mode", r.mode},
          {"devices", r.devices},
-         {"checkpoint_path", r.checkpoint_path}};
+         {"checkpoint_path", r.checkpoint_path},
+         {"checkpoint_iteration", r.checkpoint_iteration},
+         {"resume_from", r.resume_from},
+         {"resumed_from_iteration", r.resumed_from_iteration},
+         {"kept_model_path", r.kept_model_path}};
   if (r.progress) j["progress"] = ProgressToJson(*r.progress);
   return j.dump(2);
 }
@@ -152,6 +156,10 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.mode = j.at("mode").get<std::string>();
     r.devices = j.at("devices").get<std::vector<int>>();
     r.checkpoint_path = j.value("checkpoint_path", "");
+    r.checkpoint_iteration = j.value("checkpoint_iteration", int64_t{0});
+    r.resume_from = j.value("resume_from", "");
+    r.resumed_from_iteration = j.value("resumed_from_iteration", int64_t{-1});
+    r.kept_model_path = j.value("kept_model_path", "");
     if (j.contains("progress")) r.progress = ProgressFromJson(j.at("progress"));
     return r;
   } catch (const json::exception& e) {
@@ -161,7 +169,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
 
 absl::StatusOr<JobStore> JobStore::Open(const std::string& dir) {
   std::error_code error;
-  for (const char* sub : {"jobs", "plans", "models", "checkpoints"}) {
+  for (const char* sub : {"jobs", "plans", "models", "checkpoints", "kept"}) {
     std::filesystem::create_directories(std::filesystem::path(dir) / sub, error);
     if (error) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -239,8 +247,12 @@ absl::StatusOr<std::string> JobStore::SaveModel(const std::string& sha256,
   return path;
 }
 
-std::string JobStore::CheckpointPath(const std::string& id) const {
-  return absl::StrCat(dir_, "/checkpoints/", id, ".pt");
+std::string JobStore::CheckpointDir(const std::string& id) const {
+  return absl::StrCat(dir_, "/checkpoints/", id);
+}
+
+std::string JobStore::KeptModelPath(const std::string& id) const {
+  return absl::StrCat(dir_, "/kept/", id, ".pt");
 }
 
 }  // namespace harmony::executor

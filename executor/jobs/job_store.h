@@ -7,7 +7,10 @@
 //   DIR/jobs/<id>.log    the job's log, one line per event (appended);
 //   DIR/plans/<id>.pb    the job's plan, so a queued job survives a restart;
 //   DIR/models/<sha>.pt  models uploaded with SubmitJob;
-//   DIR/checkpoints/     <id>.pt, the job's latest checkpoint.
+//   DIR/checkpoints/<id>/checkpoint-<iteration>.pt  the job's latest
+//                        checkpoints (executor/runtime/checkpoint.h);
+//   DIR/kept/<id>.pt     a trained model that could not be written where the
+//                        job asked.
 //
 // Errors follow errno (see common/files.h) and name the path; a record that
 // does not parse is InvalidArgument naming the file.
@@ -52,7 +55,10 @@ class JobStore {
   // Keeps uploaded model bytes; returns the path of the copy.
   absl::StatusOr<std::string> SaveModel(const std::string& sha256, absl::string_view bytes) const;
 
-  std::string CheckpointPath(const std::string& id) const;
+  // The job's checkpoint directory.
+  std::string CheckpointDir(const std::string& id) const;
+  // Where a trained model is kept when its output path fails.
+  std::string KeptModelPath(const std::string& id) const;
 
  private:
   explicit JobStore(std::string dir) : dir_(std::move(dir)) {}

@@ -92,6 +92,10 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_model_path(r.model_path);
   out->set_checkpoint_interval(static_cast<uint32_t>(r.checkpoint_interval));
   out->set_checkpoint_path(r.checkpoint_path);
+  out->set_checkpoint_iteration(static_cast<uint64_t>(r.checkpoint_iteration));
+  out->set_resume_from(r.resume_from);
+  out->set_resumed_from_iteration(r.resumed_from_iteration);
+  out->set_kept_model_path(r.kept_model_path);
   out->set_seed(r.seed);
 }
 
@@ -292,6 +296,16 @@ grpc::ServerUnaryReactor* ExecutorService::SubmitJob(grpc::CallbackServerContext
   return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<JobSpec> spec = FromProto(*request, options_.max_model_bytes);
     if (!spec.ok()) return spec.status();
+    if (!request->resume().empty()) {
+      // A job id: its latest checkpoint; otherwise a path on the server.
+      absl::StatusOr<JobRecord> from = manager_->Get(request->resume());
+      if (from.ok() && from->checkpoint_path.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            request->resume(), " has no checkpoint to resume from (submit with "
+            "--checkpoint-interval N to have one)"));
+      }
+      spec->resume_from = from.ok() ? from->checkpoint_path : request->resume();
+    }
     absl::StatusOr<SubmitResult> result = manager_->Submit(*std::move(spec));
     if (!result.ok()) return result.status();
     response->set_job_id(result->job_id);
