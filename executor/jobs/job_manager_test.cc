@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/script.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -226,7 +228,7 @@ TEST(JobManagerTest, AdmissionChecksEachHaveTheirError) {
   EXPECT_EQ(code(no_model), absl::StatusCode::kNotFound);
   JobSpec bad_out = Spec(Plan(2), 1);
   bad_out.output_path = Tmp("no/such/dir/out.pt");
-  EXPECT_EQ(code(bad_out), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(bad_out), absl::StatusCode::kInvalidArgument);
 
   JobManagerOptions small = Options("admission_host", 2);
   small.host_memory = 1024;
@@ -331,6 +333,29 @@ TEST(JobManagerTest, AFailingJobLeavesTheOthersAlone) {
   EXPECT_EQ(ro.state, JobState::kFailed);
   EXPECT_TRUE(absl::StrContains(ro.reason, "out of memory")) << ro.reason;
   EXPECT_EQ(small->Devices().host_reserved_bytes, 0u);
+}
+
+// Issue 19: the trained result is never lost to its output path. A path
+// that stops being writable while the job trains (its directory removed):
+// the job fails naming both paths, and the model is kept in the state
+// directory, loadable, with the trained weights.
+TEST(JobManagerTest, ATrainedModelThatCannotBeWrittenIsKept) {
+  auto manager = *JobManager::Create(Options("kept", 2));
+  const std::string dir = Tmp("kept_out");
+  std::filesystem::create_directories(dir);
+  JobSpec spec = Spec(Plan(2), 300);
+  spec.output_path = dir + "/model.pt";
+  const std::string id = manager->Submit(spec)->job_id;  // Admitted: the path is fine now.
+  std::filesystem::remove_all(dir);
+  const JobRecord r = *manager->WaitForEnd(id);
+  EXPECT_EQ(r.state, JobState::kFailed);
+  EXPECT_TRUE(absl::StrContains(r.reason, "writing the trained model to " + dir)) << r.reason;
+  EXPECT_TRUE(absl::StrContains(r.reason, "the trained model is kept at ")) << r.reason;
+  ASSERT_FALSE(r.kept_model_path.empty());
+  torch::jit::Module kept = torch::jit::load(r.kept_model_path);
+  torch::jit::Module original = torch::jit::load(Gpt().path);
+  EXPECT_FALSE(at::equal((*kept.named_parameters().begin()).value,
+                         (*original.named_parameters().begin()).value));
 }
 
 TEST(JobManagerTest, RecordsSurviveTheManager) {
