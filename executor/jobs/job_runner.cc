@@ -1,0 +1,232 @@
+// JobManager::Impl::Run: one job's training (see job_manager_impl.h).
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/device_spec.h"
+#include "common/status.h"
+#include "common/tensor_file.h"
+#include "common/units.h"
+#include "executor/jobs/job_manager_impl.h"
+#include "executor/runtime/checkpoint.h"
+#include "executor/runtime/runtime.h"
+
+namespace harmony::executor {
+
+using common::FormatBytes;
+
+void JobManager::Impl::Run(Job* job) {
+  const JobRecord spec = [&] {
+    absl::MutexLock lock(&mu);
+    return job->record;
+  }();
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  std::string done_reason;
+  {
+    RuntimeOptions ro;
+    ro.devices = common::DeviceSpec{common::DeviceSpec::Kind::kCpu, spec.num_devices,
+                                    options.devices.capacity};
+    ro.optimizer = spec.optimizer;
+    ro.seed = spec.seed;
+    ro.shuffle = spec.seed != 0;
+    {
+      absl::MutexLock lock(&mu);
+      // What the other running jobs have not reserved.
+      ro.host_memory_limit = std::max<uint64_t>(
+          1, host_total - (host_reserved - spec.host_memory_bytes));
+    }
+    // With checkpoints, a cancel (or the daemon stopping) lets the iteration
+    // under way finish, so that a checkpoint can hold it.
+    const bool checkpoints = spec.checkpoint_interval > 0;
+    ro.cancelled = [job, checkpoints] { return !checkpoints && job->cancel.load(); };
+    CheckpointPolicy policy;
+    if (checkpoints) {
+      policy.dir = store->CheckpointDir(spec.id);
+      policy.every_iterations = spec.checkpoint_interval;
+    }
+    Checkpointer checkpointer(policy);
+    int64_t start_iteration = 0;
+    std::unique_ptr<Runtime> runtime;
+    auto created = Runtime::Create(*job->plan, spec.model_path, ro);
+    if (!created.ok()) {
+      status = common::Annotate(created.status(), "starting");
+    } else {
+      runtime = *std::move(created);
+      auto data = common::LoadTrainingData(spec.data_path);
+      if (!data.ok()) {
+        status = data.status();
+      } else {
+        status = runtime->SetData(*std::move(data));
+      }
+    }
+    // Resume: from the job's own latest checkpoint (requeued after a daemon
+    // restart), else from the one it was submitted with.
+    const std::string resume = !spec.checkpoint_path.empty() ? spec.checkpoint_path
+                                                             : spec.resume_from;
+    if (status.ok() && !resume.empty()) {
+      absl::StatusOr<Checkpoint> c = ReadCheckpoint(resume);
+      status = c.ok() ? runtime->Restore(*c) : c.status();
+      status = common::Annotate(status, absl::StrCat("resuming from ", resume));
+      if (status.ok()) start_iteration = c->iteration;
+    }
+    if (status.ok()) {
+      absl::MutexLock lock(&mu);
+      job->runtime = runtime.get();
+      if (!resume.empty()) {
+        job->record.resumed_from_iteration = start_iteration;
+        Log(*job, absl::StrCat("resumed from iteration ", start_iteration, " (", resume, ")"));
+      }
+      Log(*job,
+          absl::StrCat("host store ", FormatBytes(runtime->host_store_bytes()), ", data ",
+                       spec.data_path),
+          /*daemon_too=*/false);
+    }
+    // Checkpoints are written in the background (training stalls only while
+    // the state is copied); the record names one once it is on disk.
+    int64_t writing_iteration = 0;
+    auto finish_checkpoint = [&]() -> absl::Status {
+      if (!checkpointer.pending()) return absl::OkStatus();
+      double write_s = 0;
+      absl::Status written = checkpointer.Finish(&write_s);
+      if (!written.ok()) return common::Annotate(written, "writing a checkpoint");
+      absl::MutexLock lock(&mu);
+      job->record.checkpoint_path = checkpointer.last_path();
+      job->record.checkpoint_iteration = writing_iteration;
+      Log(*job, absl::StrFormat("checkpoint after iteration %d: %s (written in %.3f s)",
+                                writing_iteration, checkpointer.last_path(), write_s));
+      MarkDirty(*job);
+      return absl::OkStatus();
+    };
+    auto take_checkpoint = [&](int64_t done) -> absl::Status {
+      HARMONY_RETURN_IF_ERROR(finish_checkpoint());
+      writing_iteration = done;
+      checkpointer.Write(runtime->MakeCheckpoint());
+      return absl::OkStatus();
+    };
+    double seconds = 0;
+    for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
+      if (job->cancel.load()) {
+        if (checkpoints && i > start_iteration && job->record.checkpoint_iteration != i &&
+            writing_iteration != i) {
+          status = take_checkpoint(i);
+        }
+        if (status.ok()) status = finish_checkpoint();
+        if (status.ok()) status = absl::CancelledError("cancelled");
+        break;
+      }
+      auto m = runtime->RunIteration();
+      if (!m.ok()) {
+        status = job->cancel.load() && absl::IsCancelled(m.status())
+                     ? absl::CancelledError("cancelled")
+                     : common::Annotate(m.status(), absl::StrCat("iteration ", i + 1));
+        break;
+      }
+      seconds += m->seconds;
+      JobProgress p;
+      p.iteration = i + 1;
+      p.iterations = spec.iterations;
+      p.loss = m->loss;
+      p.samples_per_s = m->samples_per_s;
+      p.swap_in_bytes = m->bytes.to_device();
+      p.swap_out_bytes = m->bytes.to_host();
+      p.eta_s = seconds / (i + 1 - start_iteration) * (spec.iterations - i - 1);
+      p.iteration_s = m->seconds;
+      p.time = absl::Now();
+      p.device_peak_bytes = m->device_peak_bytes;
+      p.emulated_link = m->emulated_link;
+      if (checkpointer.written()) {  // Recorded as soon as it is on disk.
+        status = finish_checkpoint();
+        if (!status.ok()) break;
+      }
+      if (checkpointer.Due(i + 1) || (checkpoints && i + 1 == spec.iterations)) {
+        status = take_checkpoint(i + 1);
+        if (!status.ok()) break;
+      }
+      {
+        absl::MutexLock lock(&mu);
+        job->record.progress = p;
+        Log(*job, absl::StrFormat("iteration %d/%d loss %.6g %.1f samples/s to devices %s "
+                                  "to host %s",
+                                  p.iteration, p.iterations, p.loss, p.samples_per_s,
+                                  FormatBytes(p.swap_in_bytes), FormatBytes(p.swap_out_bytes)),
+            /*daemon_too=*/false);
+        JobEvent event;
+        event.kind = JobEvent::Kind::kProgress;
+        event.job_id = spec.id;
+        event.progress = p;
+        Emit(event);
+        // Progress reaches the disk at most once a second (and at the end).
+        if (p.time - job->last_persisted >= absl::Seconds(1) || i + 1 == spec.iterations) {
+          job->last_persisted = p.time;
+          MarkDirty(*job);
+        }
+      }
+      Sync();
+    }
+    if (absl::Status s = finish_checkpoint(); status.ok()) status = s;
+    if (status.ok() && !spec.output_path.empty()) {
+      status = common::Annotate(runtime->SaveModel(spec.output_path),
+                                absl::StrCat("writing the trained model to ", spec.output_path));
+      if (!status.ok()) {
+        // Nothing trained is lost: the model is kept in the state directory.
+        const std::string kept = store->KeptModelPath(spec.id);
+        if (runtime->SaveModel(kept).ok()) {
+          absl::MutexLock lock(&mu);
+          job->record.kept_model_path = kept;
+          status = absl::Status(status.code(),
+                                absl::StrCat(status.message(), "; the trained model is kept at ",
+                                             kept, " (harmony-ctl status shows it)"));
+        }
+      }
+    }
+    if (status.ok()) {
+      absl::MutexLock lock(&mu);
+      const double loss = job->record.progress ? job->record.progress->loss : 0;
+      done_reason = absl::StrFormat("trained %d iterations in %.2f s, loss %.6g%s",
+                                    spec.iterations, seconds, loss,
+                                    spec.output_path.empty()
+                                        ? ""
+                                        : absl::StrCat(", model written to ", spec.output_path));
+    }
+    {
+      absl::MutexLock lock(&mu);
+      job->runtime = nullptr;
+    }
+    // `runtime` is destroyed here: the job's device and host memory is freed
+    // before the devices are handed to the next job.
+  }
+  {
+    absl::MutexLock lock(&mu);
+    for (std::string& owner : device_owner) {
+      if (owner == spec.id) owner.clear();
+    }
+    host_reserved -= spec.host_memory_bytes;
+    if (status.ok()) {
+      ChangeState(*job, JobState::kSucceeded, done_reason);
+    } else if (job->stopped_by_daemon && !job->record.checkpoint_path.empty()) {
+      // Picked up again, from the checkpoint, when the daemon starts next.
+      ChangeState(*job, JobState::kQueued,
+                  absl::StrCat("daemon stopped; resumes from iteration ",
+                               job->record.checkpoint_iteration, " when it starts again"));
+    } else if (job->stopped_by_daemon) {
+      ChangeState(*job, JobState::kFailed, "daemon stopped");
+    } else if (job->cancel.load() && absl::IsCancelled(status)) {
+      ChangeState(*job, JobState::kCancelled,
+                  absl::StrFormat("cancelled after %.1f s; its memory is freed",
+                                  absl::ToDoubleSeconds(absl::Now() - start)));
+    } else {
+      ChangeState(*job, JobState::kFailed, std::string(status.message()));
+    }
+    finished.push_back(spec.id);
+    Schedule();
+  }
+  Sync();
+}
+
+}  // namespace harmony::executor
