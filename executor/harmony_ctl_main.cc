@@ -249,7 +249,8 @@ int Submit(const std::vector<std::string>& args) {
   Common common;
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
       resume;
-  int64_t iterations = 0, checkpoint_interval = 0;
+  int64_t iterations = 0, checkpoint_interval = 0, keep_checkpoints = 2;
+  double checkpoint_minutes = 0;
   uint64_t seed = 0;
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool wait = false, upload = false;
@@ -277,6 +278,10 @@ int Submit(const std::vector<std::string>& args) {
       ("checkpoint-interval", po::value(&checkpoint_interval),
        "a checkpoint every N iterations, at the end and on cancel (default 0: none); "
        "a job with checkpoints killed with the daemon resumes when it restarts")
+      ("checkpoint-minutes", po::value(&checkpoint_minutes),
+       "also a checkpoint every T minutes (e.g. 30); turns checkpoints on by itself too")
+      ("keep-checkpoints", po::value(&keep_checkpoints),
+       "the latest checkpoints kept on the server (default 2)")
       ("resume", po::value(&resume),
        "start from a checkpoint: a job id (its latest) or a checkpoint file or directory on "
        "the server; --iterations counts from the start of training")
@@ -313,6 +318,8 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("seed", &seed);
     config->GetPath("out", &out);
     config->Get("checkpoint_interval", &checkpoint_interval);
+    config->Get("checkpoint_minutes", &checkpoint_minutes);
+    config->Get("keep_checkpoints", &keep_checkpoints);
     config->Get("resume", &resume);
     config->Get("submission_id", &submission_id);
     config->Get("name", &name);
@@ -365,6 +372,12 @@ int Submit(const std::vector<std::string>& args) {
   o->set_epsilon(eps);
   request.set_output_path(AbsolutePath(out));
   request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));
+  if (checkpoint_minutes < 0 || keep_checkpoints < 1) {
+    std::cerr << "harmony-ctl: --checkpoint-minutes must be >= 0 and --keep-checkpoints >= 1\n";
+    return 2;
+  }
+  request.set_checkpoint_minutes(checkpoint_minutes);
+  request.set_keep_checkpoints(static_cast<uint32_t>(keep_checkpoints));
   // A job id stays as is; a path is made absolute, as the others.
   request.set_resume(absl::StartsWith(resume, "job-") ? resume : AbsolutePath(resume));
   request.set_submission_id(submission_id);

@@ -368,10 +368,17 @@ TEST_F(DaemonTest, Kill9MidJobResumesFromItsCheckpointWithTheSameWeights) {
     ++checked;
   }
   EXPECT_GT(checked, 4);
-  // And it serves: a new job gets the next id and runs.
-  r = RunCommand(Submit(*d, "plan2", "--iterations 1 --wait"));
+  // And it serves: a finished job goes on for more iterations from its
+  // latest checkpoint, as a new job.
+  r = RunCommand(Submit(*d, "plan2", absl::StrCat(settings, " --iterations ", iterations + 10,
+                                                  " --resume job-2 --checkpoint-minutes 60 "
+                                                  "--keep-checkpoints 1 --wait")));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(FirstLine(r.output), "job-3");
+  job = Json(d->Ctl("status job-3 --json"));
+  EXPECT_EQ(job["resumed_from_iteration"], std::to_string(iterations)) << job.dump();
+  EXPECT_EQ(job["progress"]["iteration"], iterations + 10) << job.dump();
+  EXPECT_EQ(job["checkpoint_iteration"], std::to_string(iterations + 10)) << job.dump();
 }
 
 TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {

@@ -49,6 +49,10 @@ struct JobSpec {
   // A checkpoint (executor/runtime/checkpoint.h) every N iterations, at the
   // end and when the job is cancelled (0: none).
   int64_t checkpoint_interval = 0;
+  // Also every T minutes (0: not by time); either turns checkpoints on.
+  double checkpoint_minutes = 0;
+  // The latest checkpoints kept on disk.
+  int keep_checkpoints = 2;
   // Start from this checkpoint file (a finished or cancelled job's, or any
   // of the same model): its iteration counts towards `iterations`.
   std::string resume_from;
@@ -98,6 +102,8 @@ struct JobRecord {
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
   int64_t checkpoint_interval = 0;
+  double checkpoint_minutes = 0;
+  int keep_checkpoints = 2;
   uint64_t seed = 0;
 
   // From the plan: what it needs.

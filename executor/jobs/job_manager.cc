@@ -213,6 +213,11 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint interval must be 0 (none) or more; got ", spec.checkpoint_interval));
   }
+  if (!(spec.checkpoint_minutes >= 0) || spec.keep_checkpoints < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint minutes must be 0 (none) or more and checkpoints kept at least 1; got ",
+        spec.checkpoint_minutes, " and ", spec.keep_checkpoints));
+  }
   if (!(spec.optimizer.learning_rate > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("learning rate must be positive; got ", spec.optimizer.learning_rate));
@@ -293,6 +298,8 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;
   record.checkpoint_interval = spec.checkpoint_interval;
+  record.checkpoint_minutes = spec.checkpoint_minutes;
+  record.keep_checkpoints = spec.keep_checkpoints;
   record.resume_from = spec.resume_from;
   record.seed = spec.seed;
   record.num_devices = static_cast<int>(config.num_devices());

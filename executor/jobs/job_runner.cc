@@ -43,12 +43,14 @@ void JobManager::Impl::Run(Job* job) {
     }
     // With checkpoints, a cancel (or the daemon stopping) lets the iteration
     // under way finish, so that a checkpoint can hold it.
-    const bool checkpoints = spec.checkpoint_interval > 0;
+    const bool checkpoints = spec.checkpoint_interval > 0 || spec.checkpoint_minutes > 0;
     ro.cancelled = [job, checkpoints] { return !checkpoints && job->cancel.load(); };
     CheckpointPolicy policy;
     if (checkpoints) {
       policy.dir = store->CheckpointDir(spec.id);
       policy.every_iterations = spec.checkpoint_interval;
+      policy.every_minutes = spec.checkpoint_minutes;
+      policy.keep = spec.keep_checkpoints;
     }
     Checkpointer checkpointer(policy);
     int64_t start_iteration = 0;

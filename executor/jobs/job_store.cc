@@ -98,6 +98,8 @@ std::string JobRecordToJson(const JobRecord& r) {
            {"beta2", r.optimizer.beta2},
            {"epsilon", r.optimizer.epsilon}}},
          {"checkpoint_interval", r.checkpoint_interval},
+         {"checkpoint_minutes", r.checkpoint_minutes},
+         {"keep_checkpoints", r.keep_checkpoints},
          {"seed", r.seed},
          {"num_devices", r.num_devices},
          {"device_memory_bytes", r.device_memory_bytes},
@@ -149,6 +151,8 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.optimizer.beta2 = o.at("beta2").get<double>();
     r.optimizer.epsilon = o.at("epsilon").get<double>();
     r.checkpoint_interval = j.at("checkpoint_interval").get<int64_t>();
+    r.checkpoint_minutes = j.value("checkpoint_minutes", 0.0);
+    r.keep_checkpoints = j.value("keep_checkpoints", 2);
     r.seed = j.at("seed").get<uint64_t>();
     r.num_devices = j.at("num_devices").get<int>();
     r.device_memory_bytes = j.at("device_memory_bytes").get<uint64_t>();

@@ -91,6 +91,8 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_mode(r.mode);
   out->set_model_path(r.model_path);
   out->set_checkpoint_interval(static_cast<uint32_t>(r.checkpoint_interval));
+  out->set_checkpoint_minutes(r.checkpoint_minutes);
+  out->set_keep_checkpoints(static_cast<uint32_t>(r.keep_checkpoints));
   out->set_checkpoint_path(r.checkpoint_path);
   out->set_checkpoint_iteration(static_cast<uint64_t>(r.checkpoint_iteration));
   out->set_resume_from(r.resume_from);
@@ -170,6 +172,8 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   }
   spec.output_path = r.output_path();
   spec.checkpoint_interval = r.checkpoint_interval();
+  spec.checkpoint_minutes = r.checkpoint_minutes();
+  if (r.keep_checkpoints() > 0) spec.keep_checkpoints = static_cast<int>(r.keep_checkpoints());
   spec.submission_id = r.submission_id();
   spec.seed = r.seed();
   spec.name = r.name();
