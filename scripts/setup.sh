@@ -23,6 +23,7 @@ PACKAGES=(
   libssl-dev                    # libcrypto (SHA-256)
   openssl                       # the daemon test makes a TLS certificate
   libopenblas0-openmp           # fast BLAS behind libtorch's libblas.so.3 (15x the reference BLAS)
+  libgloo-dev                   # Gloo's headers: LibTorch's c10d ProcessGroupGloo (executor/dist)
   python3-torch                 # PyTorch 1.13 (same LibTorch): scripts the test suite's models
   python3-torchvision           # torchvision 0.14: the suite's torchvision models
 )

@@ -1,0 +1,158 @@
+#include "executor/dist/collective.h"
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <utility>
+
+// Debian's LibTorch is built with Gloo; its header declares the group only
+// with this macro (the headers come from libgloo-dev).
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace harmony::executor {
+namespace {
+
+std::chrono::milliseconds Millis(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+}  // namespace
+
+struct Collective::Group {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+};
+
+absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is not in a world of ",
+                                                   options.world_size));
+  }
+  if (options.store_port < 1 || options.store_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("store port ", options.store_port,
+                                                   " is not in [1, 65535]"));
+  }
+  const std::string store = absl::StrCat(options.store_host, ":", options.store_port);
+  auto group = std::make_unique<Group>();
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(options.store_port);
+    so.isServer = options.rank == 0;
+    so.numWorkers = options.world_size;
+    so.waitWorkers = false;
+    so.timeout = Millis(options.timeout);
+    group->store = c10::make_intrusive<c10d::TCPStore>(options.store_host, so);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", options.rank, ": cannot ", options.rank == 0 ? "host" : "reach",
+        " the job's store at ", store, " within ", absl::FormatDuration(options.timeout), ": ",
+        std::string(e.what()).substr(0, 300)));
+  }
+  try {
+    auto o = c10d::ProcessGroupGloo::Options::create();
+    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.store_host));
+    o->timeout = Millis(options.timeout);
+    group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, options.rank,
+                                                            options.world_size, o);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", options.rank, ": the world of ", options.world_size, " at ", store,
+        " did not form within ", absl::FormatDuration(options.timeout), ": ",
+        std::string(e.what()).substr(0, 300)));
+  }
+  return std::unique_ptr<Collective>(new Collective(options, std::move(group)));
+}
+
+Collective::Collective(CollectiveOptions options, std::unique_ptr<Group> group)
+    : options_(std::move(options)), group_(std::move(group)) {}
+
+Collective::~Collective() = default;
+
+absl::Status Collective::Run(const char* what, uint64_t bytes, const std::function<void()>& op) {
+  try {
+    op();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", options_.rank, ": ", what, " across ", options_.world_size,
+        " ranks failed (a peer gone or slower than ", absl::FormatDuration(options_.timeout),
+        "?): ", std::string(e.what()).substr(0, 300)));
+  }
+  bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+namespace {
+
+uint64_t Bytes(const std::vector<at::Tensor>& tensors) {
+  uint64_t out = 0;
+  for (const at::Tensor& t : tensors) out += t.nbytes();
+  return out;
+}
+
+// c10d takes a vector of tensors as one tensor's copies on several devices
+// of this rank; several different tensors go as one flat buffer, copied back
+// after the operation.
+void OnFlat(std::vector<at::Tensor>& tensors,
+            const std::function<void(std::vector<at::Tensor>&)>& op) {
+  if (tensors.size() == 1 && tensors[0].is_contiguous()) {
+    op(tensors);
+    return;
+  }
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : tensors) parts.push_back(t.reshape({-1}));
+  std::vector<at::Tensor> flat = {at::cat(parts)};
+  op(flat);
+  int64_t at = 0;
+  for (at::Tensor& t : tensors) {
+    t.copy_(flat[0].narrow(0, at, t.numel()).view(t.sizes()));
+    at += t.numel();
+  }
+}
+
+}  // namespace
+
+absl::Status Collective::AllReduceSum(std::vector<at::Tensor>& tensors) {
+  return Run("allreduce", Bytes(tensors), [&] {
+    OnFlat(tensors, [&](std::vector<at::Tensor>& t) { group_->pg->allreduce(t)->wait(); });
+  });
+}
+
+absl::Status Collective::ReduceSumTo(std::vector<at::Tensor>& tensors, int root) {
+  return Run("reduce", Bytes(tensors), [&] {
+    c10d::ReduceOptions o;
+    o.rootRank = root;
+    OnFlat(tensors, [&](std::vector<at::Tensor>& t) { group_->pg->reduce(t, o)->wait(); });
+  });
+}
+
+absl::Status Collective::Broadcast(std::vector<at::Tensor>& tensors, int root) {
+  return Run("broadcast", Bytes(tensors), [&] {
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    OnFlat(tensors, [&](std::vector<at::Tensor>& t) { group_->pg->broadcast(t, o)->wait(); });
+  });
+}
+
+absl::Status Collective::AllGather(const at::Tensor& mine, std::vector<at::Tensor>& all) {
+  all.clear();
+  for (int r = 0; r < options_.world_size; ++r) all.push_back(at::empty_like(mine));
+  std::vector<std::vector<at::Tensor>> out = {all};
+  std::vector<at::Tensor> in = {mine};
+  absl::Status s = Run("allgather", mine.nbytes(), [&] { group_->pg->allgather(out, in)->wait(); });
+  if (s.ok()) all = out[0];
+  return s;
+}
+
+absl::Status Collective::Barrier() {
+  return Run("barrier", 0, [&] { group_->pg->barrier()->wait(); });
+}
+
+}  // namespace harmony::executor
