@@ -16,6 +16,7 @@
 #include <boost/program_options.hpp>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +27,7 @@
 #include "common/tensor_file.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "executor/dist/collective.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/runtime.h"
 #include "executor/service/daemon.h"
@@ -84,7 +86,8 @@ std::string Share(double part, double whole) {
 int Run(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
-  std::string checkpoint_dir, resume;
+  std::string checkpoint_dir, resume, store;
+  int rank = 0, world_size = 1;
   int64_t checkpoint_every = 0;
   double checkpoint_minutes = 0;
   int keep_checkpoints = 2;
@@ -129,6 +132,13 @@ int Run(const std::vector<std::string>& args) {
        "continue from this checkpoint, or the latest in this directory: weights, optimizer "
        "state, data position and dropout stream (the plan may differ: another device count "
        "or mode)")
+      ("rank", po::value(&rank)->default_value(0),
+       "data parallel across servers: this server's rank (see --world-size)")
+      ("world-size", po::value(&world_size)->default_value(1),
+       "servers training together, each on its share of a world-size x minibatch global "
+       "minibatch; gradients are summed across them (c10d Gloo) before each update")
+      ("store", po::value(&store),
+       "host:port where rank 0 hosts the world's rendezvous store (with --world-size > 1)")
       ("metrics", po::value(&metrics_path), "write per-iteration metrics here (JSON lines)")
       ("trace", po::value(&trace_path), "write a Chrome trace of the iterations here")
       ("emulate-host-link", po::value(&link_text),
@@ -165,6 +175,11 @@ int Run(const std::vector<std::string>& args) {
                  "--keep-checkpoints >= 1\n";
     return 2;
   }
+  if (world_size < 1 || rank < 0 || rank >= world_size || (world_size > 1 && store.empty())) {
+    std::cerr << "harmony-exec: --rank must be in [0, --world-size) and --world-size > 1 needs "
+                 "--store HOST:PORT\n";
+    return 2;
+  }
   auto plan = harmony::common::ReadPlanFile(plan_path);
   if (!plan.ok()) return Fail(plan.status());
   auto devices = harmony::common::ParseDeviceSpec(devices_text);
@@ -190,6 +205,30 @@ int Run(const std::vector<std::string>& args) {
     auto bw = harmony::common::ParseBandwidth(link_text);
     if (!bw.ok()) return Fail(bw.status());
     options.emulate_host_link = *bw;
+  }
+  // The world: joined before the runtime is made, so every rank's runtime
+  // sees the same options.
+  std::unique_ptr<harmony::executor::Collective> world;
+  if (world_size > 1) {
+    harmony::executor::CollectiveOptions co;
+    const size_t colon = store.rfind(':');
+    co.store_host = store.substr(0, colon);
+    if (colon == std::string::npos || !absl::SimpleAtoi(store.substr(colon + 1), &co.store_port)) {
+      std::cerr << "harmony-exec: --store wants HOST:PORT, got \"" << store << "\"\n";
+      return 2;
+    }
+    co.rank = rank;
+    co.world_size = world_size;
+    auto joined = harmony::executor::Collective::Join(co);
+    if (!joined.ok()) return Fail(joined.status());
+    world = *std::move(joined);
+    std::cout << "rank " << rank << " of " << world_size << " (store " << store << ")\n";
+    options.data_rank = rank;
+    options.data_ranks = world_size;
+    options.reduce_gradients = [&world](at::Tensor& grads) {
+      std::vector<at::Tensor> t = {grads};
+      return world->AllReduceSum(t);
+    };
   }
   auto runtime = harmony::executor::Runtime::Create(*plan, model, options);
   if (!runtime.ok()) return Fail(runtime.status());

@@ -114,7 +114,7 @@ uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads) {
   return bytes;
 }
 
-void HostStore::Update(int k) {
+absl::Status HostStore::Update(int k, const std::function<absl::Status(at::Tensor&)>& reduce) {
   Layer& h = *layers_[k];
   std::lock_guard<std::mutex> lock(h.mu);
   if (!h.grads_in) h.flat_grads.zero_();
@@ -127,10 +127,14 @@ void HostStore::Update(int k) {
     std::lock_guard<std::mutex> reader_lock(reader.mu);
     h.grads[jj].add_(reader.grads[j]);
   }
+  if (reduce && h.optimizer->elements() > 0) {
+    if (absl::Status s = reduce(h.flat_grads); !s.ok()) return s;
+  }
   if (h.optimizer->elements() > 0) {
     h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
   }
   h.grads_in = false;
+  return absl::OkStatus();
 }
 
 void HostStore::StartIteration() {

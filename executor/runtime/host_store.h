@@ -18,6 +18,7 @@
 #define HARMONY_EXECUTOR_RUNTIME_HOST_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,7 +76,9 @@ class HostStore {
   // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
   // clears for the next iteration (zero gradients if none arrived).
   // Thread-safe against AddGradients / SetBuffers of other vLayers.
-  void Update(int k);
+  // `reduce`, when given, is applied to the summed gradients (one flat
+  // tensor) before the step; an error skips the step and is returned.
+  absl::Status Update(int k, const std::function<absl::Status(at::Tensor&)>& reduce = nullptr);
   // A new iteration: no gradients have arrived.
   void StartIteration();
 

@@ -79,7 +79,9 @@ void Runtime::Impl::NextMinibatch() {
   const int64_t n = data.size();
   std::vector<int64_t> rows(minibatch);
   for (int j = 0; j < minibatch; ++j) {
-    const int64_t at = iteration * minibatch + j;
+    // Rank r of R takes the r-th slice of the global minibatch (R x ours).
+    const int64_t at =
+        (iteration * options.data_ranks + options.data_rank) * static_cast<int64_t>(minibatch) + j;
     const int64_t epoch_index = at / n;
     if (options.shuffle && (order.empty() || epoch_index != current_epoch)) {
       at::Generator gen = at::detail::createCPUGenerator(

@@ -79,6 +79,18 @@ struct RuntimeOptions {
   // loop Harmony's results are compared with bit for bit must compute on
   // threads_per_device() threads (torch.set_num_threads in Python).
   int threads = 0;
+  // Data parallel across servers (issue 20): this server is rank
+  // `data_rank` of `data_ranks`. The global minibatch is data_ranks x the
+  // plan's, split by rank in a fixed order (rank r takes the r-th slice), and
+  // the dropout stream follows the global sample index, so the world trains
+  // as one server with the global minibatch would. `reduce_gradients` sums
+  // a vLayer's gradients (one flat fp32 tensor, borrowers' added) across the
+  // ranks in place; it is called on the host's update thread in the plan's
+  // update order, the same on every rank, before each update. The runtime
+  // scales the sum by 1 / data_ranks.
+  int data_rank = 0;
+  int data_ranks = 1;
+  std::function<absl::Status(at::Tensor&)> reduce_gradients;
   // Record a Chrome trace of the executed iterations.
   bool trace = false;
   // Checked at task boundaries; when it returns true the iteration stops

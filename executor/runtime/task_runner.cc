@@ -109,7 +109,8 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
   at::Generator gen = devices[d]->generator();
   {
     std::lock_guard<std::mutex> g(gen.mutex());
-    gen.set_current_seed(DropoutSeed(options.seed, iteration, offset, k));
+    gen.set_current_seed(
+        DropoutSeed(options.seed, iteration, options.data_rank * minibatch + offset, k));
   }
   return dec->Run(k, params, buffers, in);
 }
@@ -527,6 +528,16 @@ absl::Status Runtime::Impl::RunDevice(int d) {
 }
 
 absl::Status Runtime::Impl::RunUpdates() {
+  // Across servers: the sum over the ranks, scaled to the global minibatch.
+  std::function<absl::Status(at::Tensor&)> reduce;
+  if (options.data_ranks > 1 && options.reduce_gradients) {
+    const double scale = 1.0 / options.data_ranks;
+    reduce = [this, scale](at::Tensor& grads) -> absl::Status {
+      HARMONY_RETURN_IF_ERROR(options.reduce_gradients(grads));
+      grads.mul_(scale);
+      return absl::OkStatus();
+    };
+  }
   for (const Task& t : graph.tasks) {
     if (t.kind != TaskKind::kUpdate) continue;
     {
@@ -541,7 +552,14 @@ absl::Status Runtime::Impl::RunUpdates() {
       if (!error.ok()) return absl::CancelledError("stopped: a task failed");
     }
     const double start = Now();
-    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) host->Update(k);
+    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+      absl::Status s = host->Update(k, reduce);
+      if (!s.ok()) {
+        s = common::Annotate(s, absl::StrCat("summing vLayer ", k, "'s gradients across servers"));
+        Fail(s);
+        return s;
+      }
+    }
     optimizer_ns += static_cast<int64_t>((Now() - start) * 1e9);
     Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
           start);
