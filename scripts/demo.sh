@@ -46,7 +46,11 @@ echo "demo: 5. plan it for 2 devices of 2 MiB (the model needs more: it must swa
 bazel-bin/planner/harmony-plan "$out/gpt.pt" --profile "$out/gpt.profile.json" \
   --gpus 2 --device-memory 2MiB --minibatch 32 -o "$out/gpt.plan.pb" \
   --json "$out/gpt.plan.json" --trace "$out/gpt.trace.json"
-bazel-bin/planner/harmony-plan inspect "$out/gpt.plan.pb" --tasks | head -20
+# The whole task list goes to a file (a pipe into head would end inspect with
+# SIGPIPE, which pipefail turns into a failure); its start is shown here.
+bazel-bin/planner/harmony-plan inspect "$out/gpt.plan.pb" --tasks > "$out/gpt.plan.tasks.txt"
+head -20 "$out/gpt.plan.tasks.txt"
+echo "  ... (the whole list: $out/gpt.plan.tasks.txt)"
 
 echo
 echo "demo: 6. train it with the plan on 2 virtual devices of 2 MiB (AdamW, 10 iterations)"
