@@ -328,6 +328,13 @@ int Run(const std::vector<std::string>& args) {
       return Fail(absl::Status(m.status().code(),
                                absl::StrCat("iteration ", i + 1, ": ", m.status().message())));
     }
+    if (world != nullptr) {
+      // The world's loss: the mean of the ranks' (equal slices of the global
+      // minibatch), as one server with all of it reports.
+      absl::StatusOr<double> loss = world->AllReduceMean(m->loss);
+      if (!loss.ok()) return Fail(loss.status());
+      m->loss = *loss;
+    }
     seconds += m->seconds;
     uint64_t peak = 0;
     for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);

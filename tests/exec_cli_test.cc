@@ -220,14 +220,22 @@ TEST(ExecCliTest, TwoServersTrainAsOneWithTheWholeMinibatch) {
   r = RunCommand(absl::StrCat(
       kExec, " run ", half, run, " --rank 1 --world-size 2 --store ", store, " --out ",
       Tmp("rank1.pt"), " > ", Tmp("rank1.log"), " 2>&1 & ", kExec, " run ", half, run,
-      " --rank 0 --world-size 2 --store ", store, " --out ", Tmp("rank0.pt"),
+      " --rank 0 --world-size 2 --store ", store, " --out ", Tmp("rank0.pt"), " --metrics ",
+      Tmp("rank0.jsonl"),
       "; echo \"rank 0 exit $?\"; wait $!; echo \"rank 1 exit $?\""));
   EXPECT_TRUE(Contains(r.output, "rank 0 of 2 (store " + store + ")")) << r.output;
   EXPECT_TRUE(Contains(r.output, "rank 0 exit 0")) << r.output;
   EXPECT_TRUE(Contains(r.output, "rank 1 exit 0")) << r.output;
-  r = RunCommand(absl::StrCat(kExec, " run ", whole, run, " --out ", Tmp("one.pt")));
+  r = RunCommand(absl::StrCat(kExec, " run ", whole, run, " --out ", Tmp("one.pt"), " --metrics ",
+                              Tmp("one.jsonl")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ExpectSameParameters(Tmp("rank0.pt"), Tmp("rank1.pt"));
+  // Each rank reports the world's loss: the single server's.
+  const std::vector<double> world_losses = Losses(Tmp("rank0.jsonl"));
+  const std::vector<double> one_losses = Losses(Tmp("one.jsonl"));
+  ASSERT_EQ(world_losses.size(), 4u);
+  ASSERT_EQ(one_losses.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(world_losses[i], one_losses[i], 1e-6 * one_losses[i]);
   torch::jit::Module a = torch::jit::load(Tmp("rank0.pt"));
   torch::jit::Module one = torch::jit::load(Tmp("one.pt"));
   torch::jit::Module initial = torch::jit::load(Tmp("w.pt"));

@@ -125,6 +125,13 @@ absl::Status Collective::AllReduceSum(std::vector<at::Tensor>& tensors) {
   });
 }
 
+absl::StatusOr<double> Collective::AllReduceMean(double value) {
+  std::vector<at::Tensor> t = {at::full({1}, value, at::kDouble)};
+  absl::Status s = Run("allreduce", sizeof(double), [&] { group_->pg->allreduce(t)->wait(); });
+  if (!s.ok()) return s;
+  return t[0].item<double>() / options_.world_size;
+}
+
 absl::Status Collective::ReduceSumTo(std::vector<at::Tensor>& tensors, int root) {
   return Run("reduce", Bytes(tensors), [&] {
     c10d::ReduceOptions o;

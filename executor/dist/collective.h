@@ -57,6 +57,8 @@ class Collective {
 
   // Sums `tensors` over the ranks, in place, on every rank.
   absl::Status AllReduceSum(std::vector<at::Tensor>& tensors);
+  // The mean of `value` over the ranks (a loss), on every rank.
+  absl::StatusOr<double> AllReduceMean(double value);
   // Sums them into `root`'s (the others' are left as they were).
   absl::Status ReduceSumTo(std::vector<at::Tensor>& tensors, int root);
   // `root`'s values into every rank's `tensors`.

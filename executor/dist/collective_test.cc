@@ -84,6 +84,10 @@ TEST(CollectiveTest, SumsGathersAndBroadcastsAcrossThreeRanks) {
     for (int k = 0; k < 3; ++k) EXPECT_TRUE(at::equal(all[k], at::full({2}, 100.0f + k)));
     ASSERT_TRUE(c.Barrier().ok());
     EXPECT_EQ(c.bytes(), 5 * 4 + 4 * 4 + 4 * 4 + 3 * 4 + 2 * 4u);
+    // A loss's mean: (1 + 2 + 3) / 3.
+    absl::StatusOr<double> mean = c.AllReduceMean(r + 1.0);
+    ASSERT_TRUE(mean.ok()) << mean.status();
+    EXPECT_DOUBLE_EQ(*mean, 2.0);
   });
 }
 
