@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "executor/dist/collective.h"
+#include "executor/dist/world_setup.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/runtime.h"
 #include "executor/service/daemon.h"
@@ -88,6 +89,7 @@ int Run(const std::vector<std::string>& args) {
       trace_path, link_text;
   std::string checkpoint_dir, resume, store;
   int rank = 0, world_size = 1;
+  double world_timeout_s = 120;
   int64_t checkpoint_every = 0;
   double checkpoint_minutes = 0;
   int keep_checkpoints = 2;
@@ -139,6 +141,11 @@ int Run(const std::vector<std::string>& args) {
        "minibatch; gradients are summed across them (c10d Gloo) before each update")
       ("store", po::value(&store),
        "host:port where rank 0 hosts the world's rendezvous store (with --world-size > 1)")
+      ("shard-optimizer-state",
+       "ZeRO-1 across the servers: each keeps 1/world-size of the optimizer state; a "
+       "vLayer's gradients are summed into its owner, which steps and sends the weights")
+      ("world-timeout", po::value(&world_timeout_s)->default_value(world_timeout_s),
+       "seconds to wait for the other servers (joining, each exchange) before failing")
       ("metrics", po::value(&metrics_path), "write per-iteration metrics here (JSON lines)")
       ("trace", po::value(&trace_path), "write a Chrome trace of the iterations here")
       ("emulate-host-link", po::value(&link_text),
@@ -219,16 +226,25 @@ int Run(const std::vector<std::string>& args) {
     }
     co.rank = rank;
     co.world_size = world_size;
+    co.timeout = absl::Seconds(world_timeout_s);
     auto joined = harmony::executor::Collective::Join(co);
     if (!joined.ok()) return Fail(joined.status());
     world = *std::move(joined);
     std::cout << "rank " << rank << " of " << world_size << " (store " << store << ")\n";
-    options.data_rank = rank;
-    options.data_ranks = world_size;
-    options.reduce_gradients = [&world](at::Tensor& grads) {
-      std::vector<at::Tensor> t = {grads};
-      return world->AllReduceSum(t);
-    };
+    // Every rank must run the same job: the same model and plan minibatch,
+    // optimizer, data order and length.
+    const auto same = harmony::executor::CheckSameEverywhere(
+        *world, {{"model sha256", plan->model().sha256()},
+                 {"minibatch", absl::StrCat(plan->config().minibatch())},
+                 {"optimizer", absl::StrCat(optimizer, " lr ", lr, " momentum ", momentum,
+                                            " weight decay ", weight_decay, " betas ", beta1,
+                                            " ", beta2, " eps ", eps)},
+                 {"seed", absl::StrCat(seed, vm.count("shuffle") ? " shuffled" : " in order")},
+                 {"iterations", absl::StrCat(iterations)},
+                 {"shard-optimizer-state", vm.count("shard-optimizer-state") ? "yes" : "no"},
+                 {"resume", resume.empty() ? "no" : "yes"}});
+    if (!same.ok()) return Fail(same);
+    options.world = harmony::executor::MakeWorld(*world, vm.count("shard-optimizer-state") > 0);
   }
   auto runtime = harmony::executor::Runtime::Create(*plan, model, options);
   if (!runtime.ok()) return Fail(runtime.status());
@@ -256,7 +272,11 @@ int Run(const std::vector<std::string>& args) {
             << config.minibatch() << ", microbatch " << config.forward_microbatch() << "/"
             << config.backward_microbatch() << ", " << optimizer << emulated << ", "
             << device_threads << " intra-op thread(s) per device\n"
-            << "host store: " << FormatBytes((*runtime)->host_store_bytes())
+            << "host store: " << FormatBytes((*runtime)->host_store_bytes()) << " (optimizer state "
+            << FormatBytes((*runtime)->optimizer_state_bytes())
+            << (options.world.shard_optimizer_state
+                    ? absl::StrCat(", this server's shard of ", world_size) : "")
+            << ")"
             << "; the plan expects per iteration "
             << FormatBytes(est.swap().weights_in() + est.swap().activations_in() +
                            est.swap().stash_in())
@@ -268,9 +288,32 @@ int Run(const std::vector<std::string>& args) {
   std::vector<std::string> history;
   int start = 0;
   if (!resume.empty()) {
-    auto path = harmony::executor::ResolveCheckpoint(resume);
-    if (!path.ok()) return Fail(path.status());
-    auto checkpoint = harmony::executor::ReadCheckpoint(*path);
+    // Rank 0 reads the checkpoint and sends it to the others (their servers
+    // need not see the file).
+    absl::StatusOr<std::string> path = resume;
+    std::string bytes;
+    absl::Status read = absl::OkStatus();
+    if (rank == 0) {
+      path = harmony::executor::ResolveCheckpoint(resume);
+      if (path.ok()) {
+        absl::StatusOr<std::string> got = harmony::common::ReadFileToString(*path);
+        if (got.ok()) bytes = *std::move(got);
+        read = got.status();
+      } else {
+        read = path.status();
+      }
+    }
+    if (world != nullptr) {
+      auto shared = harmony::executor::ShareBytes(*world, bytes, 0);
+      if (!shared.ok()) return Fail(shared.status());
+      if (rank != 0 && shared->empty()) {
+        return Fail(absl::FailedPreconditionError(
+            "rank 0 could not read the checkpoint to resume from (see its log)"));
+      }
+      bytes = *std::move(shared);
+    }
+    if (!read.ok()) return Fail(read);
+    auto checkpoint = harmony::executor::ParseCheckpoint(bytes, *path);
     if (!checkpoint.ok()) return Fail(checkpoint.status());
     if (checkpoint->iteration >= iterations) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -352,23 +395,39 @@ int Run(const std::vector<std::string>& args) {
     if (checkpointer.written()) {
       if (absl::Status s = report_written(&*m); !s.ok()) return Fail(s);
     }
-    const bool stopping = stop_requested.load();
-    if (checkpointer.Due(i + 1) || (checkpointer.enabled() && (i + 1 == iterations || stopping))) {
+    bool stopping = stop_requested.load();
+    bool due = checkpointer.Due(i + 1) ||
+               (checkpointer.enabled() && (i + 1 == iterations || stopping));
+    if (world != nullptr) {
+      // A stop on any rank stops them all, after the same iteration; a
+      // checkpoint due on any is taken by all (sharded state is gathered).
+      auto any = harmony::executor::AnyRank(*world, stopping);
+      if (!any.ok()) return Fail(any.status());
+      stopping = *any;
+      due = due || (checkpointer.enabled() && stopping);
+      any = harmony::executor::AnyRank(*world, due);
+      if (!any.ok()) return Fail(any.status());
+      due = *any;
+    }
+    if (due) {
       // Training stalls only while the state is copied; the write overlaps
-      // the next iterations.
+      // the next iterations. Rank 0 writes the world's.
       if (checkpointer.pending()) {  // One write at a time.
         if (absl::Status s = report_written(&*m); !s.ok()) return Fail(s);
       }
       const auto copy_start = std::chrono::steady_clock::now();
-      harmony::executor::Checkpoint c = (*runtime)->MakeCheckpoint();
-      c.metrics = history;
-      c.metrics.push_back(harmony::executor::MetricsJson(*m));
+      auto c = (*runtime)->MakeCheckpoint();
+      if (!c.ok()) return Fail(c.status());
+      c->metrics = history;
+      c->metrics.push_back(harmony::executor::MetricsJson(*m));
       m->checkpoint_copy_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
-      m->checkpoint_path = checkpointer.Write(std::move(c));
-      std::cout << absl::StrFormat("checkpoint after iteration %d: %s (training stalled %.3f s "
-                                   "copying it)\n",
-                                   i + 1, m->checkpoint_path, m->checkpoint_copy_s);
+      if (rank == 0 && checkpointer.enabled()) {
+        m->checkpoint_path = checkpointer.Write(*std::move(c));
+        std::cout << absl::StrFormat("checkpoint after iteration %d: %s (training stalled %.3f s "
+                                     "copying it)\n",
+                                     i + 1, m->checkpoint_path, m->checkpoint_copy_s);
+      }
     }
     history.push_back(harmony::executor::MetricsJson(*m));
     if (metrics.is_open()) metrics << history.back() << "\n" << std::flush;

@@ -3,9 +3,6 @@
 // user gets (progress, metrics, trace, a trained TorchScript model); bad
 // input gives one clear line and a non-zero exit before any training.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -184,79 +181,6 @@ TEST(ExecCliTest, CheckpointsResumeAndCtrlCStopsWithOne) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output, absl::StrCat("at iteration ", stopped, " of ", stopped + 1)))
       << r.output;
-}
-
-// A port free now (bound, read, closed).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Issue 20: two servers (ranks of one world, each its own process with its
-// own devices) on half the global minibatch each train the weights one
-// server trains on the whole, within 1e-6; the ranks end identical.
-TEST(ExecCliTest, TwoServersTrainAsOneWithTheWholeMinibatch) {
-  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 2 --width 32 --seq-len 16 --vocab 64 "
-                                          "--dropout 0 --samples 32 -o ", Tmp("w.pt"), " --data ",
-                                    Tmp("w_data.pt")))
-                .exit_code,
-            0);
-  const std::string half = Plan(Tmp("w.pt"), Tmp("w_data.pt"), "1MiB", "w8");
-  const std::string whole = Tmp("w16.plan.pb");
-  auto r = RunCommand(absl::StrCat(kPlan, " ", Tmp("w.pt"), " --sample-input ", Tmp("w_data.pt"),
-                                   " --gpus 2 --device-memory 1MiB --minibatch 16 -o ", whole));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string run = absl::StrCat(" --model ", Tmp("w.pt"), " --data ", Tmp("w_data.pt"),
-                                       " --devices cpu:2x1MiB --optimizer sgd --momentum 0.9 "
-                                       "--lr 0.05 --iterations 4");
-  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  r = RunCommand(absl::StrCat(
-      kExec, " run ", half, run, " --rank 1 --world-size 2 --store ", store, " --out ",
-      Tmp("rank1.pt"), " > ", Tmp("rank1.log"), " 2>&1 & ", kExec, " run ", half, run,
-      " --rank 0 --world-size 2 --store ", store, " --out ", Tmp("rank0.pt"), " --metrics ",
-      Tmp("rank0.jsonl"),
-      "; echo \"rank 0 exit $?\"; wait $!; echo \"rank 1 exit $?\""));
-  EXPECT_TRUE(Contains(r.output, "rank 0 of 2 (store " + store + ")")) << r.output;
-  EXPECT_TRUE(Contains(r.output, "rank 0 exit 0")) << r.output;
-  EXPECT_TRUE(Contains(r.output, "rank 1 exit 0")) << r.output;
-  r = RunCommand(absl::StrCat(kExec, " run ", whole, run, " --out ", Tmp("one.pt"), " --metrics ",
-                              Tmp("one.jsonl")));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  ExpectSameParameters(Tmp("rank0.pt"), Tmp("rank1.pt"));
-  // Each rank reports the world's loss: the single server's.
-  const std::vector<double> world_losses = Losses(Tmp("rank0.jsonl"));
-  const std::vector<double> one_losses = Losses(Tmp("one.jsonl"));
-  ASSERT_EQ(world_losses.size(), 4u);
-  ASSERT_EQ(one_losses.size(), 4u);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(world_losses[i], one_losses[i], 1e-6 * one_losses[i]);
-  torch::jit::Module a = torch::jit::load(Tmp("rank0.pt"));
-  torch::jit::Module one = torch::jit::load(Tmp("one.pt"));
-  torch::jit::Module initial = torch::jit::load(Tmp("w.pt"));
-  int checked = 0;
-  for (const auto& p : a.named_parameters()) {
-    const at::Tensor want = *common::ResolveTensor(one, p.name);
-    const at::Tensor step = want - *common::ResolveTensor(initial, p.name);
-    EXPECT_LE((p.value - want).norm().item<double>(),
-              1e-6 * std::max(want.norm().item<double>(), 1e-30))
-        << p.name;
-    // Relative to the 4 iterations' step too: a dropped rank's gradients
-    // would be off by half of it.
-    EXPECT_LE((p.value - want).norm().item<double>(), 1e-4 * step.norm().item<double>())
-        << p.name;
-    ++checked;
-  }
-  EXPECT_GT(checked, 4);
-  // Usage errors.
-  r = RunCommand(absl::StrCat(kExec, " run ", half, run, " --world-size 2"));
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(Contains(r.output, "--world-size > 1 needs --store HOST:PORT")) << r.output;
 }
 
 TEST(ExecCliTest, TrainsAModelScriptedInPython) {

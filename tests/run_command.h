@@ -18,6 +18,9 @@ struct Result {
 // where Bazel places the tools) and collects its output.
 Result RunCommand(const std::string& command);
 
+// A loopback TCP port free now (bound, read, closed).
+int FreePort();
+
 }  // namespace harmony::testing
 
 #endif  // HARMONY_TESTS_RUN_COMMAND_H_

@@ -1,8 +1,14 @@
 #include "executor/dist/collective.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 // Debian's LibTorch is built with Gloo; its header declares the group only
@@ -16,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace harmony::executor {
 namespace {
@@ -29,7 +36,40 @@ std::chrono::milliseconds Millis(absl::Duration d) {
 struct Collective::Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  // Heartbeats: a connection of its own to the store, and the thread that
+  // counts "alive/<rank>" up every interval until `stop`.
+  c10::intrusive_ptr<c10d::TCPStore> beat_store;
+  std::thread beat;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  absl::Duration interval;
+
+  ~Group() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    if (beat.joinable()) beat.join();
+  }
 };
+
+namespace {
+
+std::string AliveKey(int rank) { return absl::StrCat("harmony/alive/", rank); }
+std::string WhoKey(int rank) { return absl::StrCat("harmony/who/", rank); }
+
+// "host pid N" of this process.
+std::string Who() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return absl::StrCat(host, " pid ", getpid());
+}
+
+std::vector<uint8_t> ToBytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -68,7 +108,60 @@ absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOpt
         " did not form within ", absl::FormatDuration(options.timeout), ": ",
         std::string(e.what()).substr(0, 300)));
   }
+  // Heartbeats, so that a failed exchange can name the rank that is gone.
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(options.store_port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = Millis(options.timeout);
+    group->beat_store = c10::make_intrusive<c10d::TCPStore>(options.store_host, so);
+    group->beat_store->set(WhoKey(options.rank), ToBytes(Who()));
+    group->beat_store->add(AliveKey(options.rank), 1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("rank ", options.rank, ": the store at ", store,
+                                               " went away: ", std::string(e.what()).substr(0, 300)));
+  }
+  group->interval = std::min(absl::Milliseconds(500), options.timeout / 4);
+  Group* g = group.get();
+  const int rank = options.rank;
+  group->beat = std::thread([g, rank] {
+    std::unique_lock<std::mutex> lock(g->mu);
+    while (!g->cv.wait_for(lock, absl::ToChronoMilliseconds(g->interval), [g] { return g->stop; })) {
+      try {
+        g->beat_store->add(AliveKey(rank), 1);
+      } catch (const std::exception&) {
+        return;  // The store is gone (rank 0 with it); exchanges will say so.
+      }
+    }
+  });
   return std::unique_ptr<Collective>(new Collective(options, std::move(group)));
+}
+
+std::string Collective::WhoIsGone() {
+  // Every rank's heartbeat now and two intervals later: the ones that did
+  // not move are gone. The store is rank 0's: if it is unreachable, rank 0
+  // is.
+  const int n = options_.world_size;
+  auto read = [&](std::vector<int64_t>& counts) {
+    counts.clear();
+    for (int r = 0; r < n; ++r) counts.push_back(group_->beat_store->add(AliveKey(r), 0));
+  };
+  std::vector<int64_t> before, after;
+  std::vector<std::string> gone;
+  try {
+    read(before);
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(group_->interval * 3));
+    read(after);
+    for (int r = 0; r < n; ++r) {
+      if (r == options_.rank || after[r] != before[r]) continue;
+      std::vector<uint8_t> who = group_->beat_store->get(WhoKey(r));
+      gone.push_back(absl::StrCat("rank ", r, " (", std::string(who.begin(), who.end()), ")"));
+    }
+  } catch (const std::exception&) {
+    return options_.rank == 0 ? "" : "rank 0 (the store's host)";
+  }
+  return absl::StrJoin(gone, ", ");
 }
 
 Collective::Collective(CollectiveOptions options, std::unique_ptr<Group> group)
@@ -80,10 +173,17 @@ absl::Status Collective::Run(const char* what, uint64_t bytes, const std::functi
   try {
     op();
   } catch (const std::exception& e) {
+    const std::string gone = WhoIsGone();
+    const std::string detail = std::string(e.what()).substr(0, 300);
+    if (!gone.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", options_.rank, ": ", what, " across ", options_.world_size,
+          " ranks failed: lost ", gone, ", which stopped answering (", detail, ")"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "rank ", options_.rank, ": ", what, " across ", options_.world_size,
-        " ranks failed (a peer gone or slower than ", absl::FormatDuration(options_.timeout),
-        "?): ", std::string(e.what()).substr(0, 300)));
+        " ranks failed (a peer slower than ", absl::FormatDuration(options_.timeout),
+        "?): ", detail));
   }
   bytes_ += bytes;
   return absl::OkStatus();

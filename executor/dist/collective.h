@@ -76,6 +76,9 @@ class Collective {
   struct Group;
   Collective(CollectiveOptions options, std::unique_ptr<Group> group);
   absl::Status Run(const char* what, uint64_t bytes, const std::function<void()>& op);
+  // After a failed exchange: the ranks whose heartbeats stopped ("rank 1
+  // (host pid 123)"), or empty.
+  std::string WhoIsGone();
 
   CollectiveOptions options_;
   std::unique_ptr<Group> group_;

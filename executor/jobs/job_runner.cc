@@ -108,7 +108,8 @@ void JobManager::Impl::Run(Job* job) {
     auto take_checkpoint = [&](int64_t done) -> absl::Status {
       HARMONY_RETURN_IF_ERROR(finish_checkpoint());
       writing_iteration = done;
-      checkpointer.Write(runtime->MakeCheckpoint());
+      HARMONY_ASSIGN_OR_RETURN(Checkpoint c, runtime->MakeCheckpoint());
+      checkpointer.Write(std::move(c));
       return absl::OkStatus();
     };
     double seconds = 0;

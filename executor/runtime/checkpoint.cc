@@ -52,6 +52,7 @@ absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
         d.insert("model_sha256", c.model_sha256);
         d.insert("iteration", c.iteration);
         d.insert("minibatch", c.minibatch);
+        d.insert("world_size", c.world_size);
         d.insert("seed", static_cast<int64_t>(c.seed));
         d.insert("shuffle", c.shuffle);
         d.insert("optimizer", c.optimizer);
@@ -71,6 +72,10 @@ absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   HARMONY_ASSIGN_OR_RETURN(std::string bytes, common::ReadFileToString(path));
+  return ParseCheckpoint(bytes, path);
+}
+
+absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::string& path) {
   std::vector<char> data(bytes.begin(), bytes.end());
   absl::StatusOr<c10::IValue> value = common::CallTorch(
       absl::StrCat(path, ": not a Harmony checkpoint"),
@@ -117,6 +122,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   HARMONY_RETURN_IF_ERROR(get_string("model_sha256", &c.model_sha256));
   HARMONY_RETURN_IF_ERROR(get_int("iteration", &c.iteration));
   HARMONY_RETURN_IF_ERROR(get_int("minibatch", &c.minibatch));
+  if (d.contains(c10::IValue(std::string("world_size")))) {  // Since issue 20.
+    HARMONY_RETURN_IF_ERROR(get_int("world_size", &c.world_size));
+  }
   HARMONY_RETURN_IF_ERROR(get_int("seed", &seed));
   c.seed = static_cast<uint64_t>(seed);
   HARMONY_ASSIGN_OR_RETURN(c10::IValue shuffle, get("shuffle"));

@@ -7,7 +7,9 @@
 //   format           "harmony-checkpoint-1"
 //   model_sha256     the model file's hash (a mismatch is refused)
 //   iteration        minibatches trained so far
-//   minibatch        samples per minibatch
+//   minibatch        samples per minibatch (the world's: servers x each's)
+//   world_size       servers that trained it (for information: a checkpoint
+//                    resumes on any world of the same global minibatch)
 //   seed, shuffle    the data order and the dropout stream: both are
 //                    functions of (seed, iteration), so these and the
 //                    iteration are the position in the data and the RNG state
@@ -34,13 +36,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace harmony::executor {
 
 struct Checkpoint {
   std::string model_sha256;
   int64_t iteration = 0;
-  int64_t minibatch = 0;
+  int64_t minibatch = 0;  // Global: world_size x each server's.
+  int64_t world_size = 1;
   uint64_t seed = 0;
   bool shuffle = false;
   std::string optimizer;
@@ -58,6 +62,9 @@ absl::Status WriteCheckpoint(const Checkpoint& checkpoint, const std::string& pa
 // InvalidArgument naming the file for one that is not a checkpoint (or is
 // truncated); NotFound for a missing file.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+// The same from a file's bytes (rank 0 reads it and sends it to the others);
+// `path` names it in errors.
+absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::string& path);
 
 // Checkpoints in `dir` ("checkpoint-<iteration>.pt"), by iteration.
 std::map<int64_t, std::string> ListCheckpoints(const std::string& dir);

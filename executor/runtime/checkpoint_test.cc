@@ -84,7 +84,7 @@ void ExpectResumeEqualsStraight(const Model& m, const proto::Plan& first,
     std::unique_ptr<Runtime> a = Start(m, first, o1);
     ASSERT_NE(a, nullptr);
     const std::vector<double> head = Train(*a, kSteps / 2);
-    Checkpoint c = a->MakeCheckpoint();
+    Checkpoint c = *a->MakeCheckpoint();
     EXPECT_EQ(c.iteration, kSteps / 2);
     EXPECT_FALSE(c.weights.empty());
     ASSERT_TRUE(WriteCheckpoint(c, path).ok());
@@ -152,7 +152,7 @@ TEST(CheckpointTest, RefusesAnotherModelOptimizerOrMinibatch) {
   std::unique_ptr<Runtime> a = Start(gpt, plan, Options(2, 1ull << 30, Optimizer("adam")));
   ASSERT_NE(a, nullptr);
   Train(*a, 1);
-  const Checkpoint c = a->MakeCheckpoint();
+  const Checkpoint c = *a->MakeCheckpoint();
 
   const Model& mlp = GetModel("mlp");
   std::unique_ptr<Runtime> other =
@@ -175,7 +175,7 @@ TEST(CheckpointTest, RefusesAnotherModelOptimizerOrMinibatch) {
   ASSERT_NE(larger, nullptr);
   s = larger->Restore(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("trained with minibatch 8; this plan's is 16"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("trained with minibatch 8; this run's is 16"));
 
   // A tensor missing: named, and nothing changed.
   Checkpoint missing = c;

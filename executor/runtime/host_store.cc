@@ -1,5 +1,6 @@
 #include "executor/runtime/host_store.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -73,6 +74,7 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::M
     }
     HARMONY_ASSIGN_OR_RETURN(h->optimizer,
                              optim::CpuOptimizer::Create(optimizer, static_cast<size_t>(elements)));
+    if (k == 0) store->state_names_ = h->optimizer->state_names();
     layers.push_back(std::move(h));
   }
   return store;
@@ -114,7 +116,7 @@ uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads) {
   return bytes;
 }
 
-absl::Status HostStore::Update(int k, const std::function<absl::Status(at::Tensor&)>& reduce) {
+absl::Status HostStore::Update(int k, const World* world) {
   Layer& h = *layers_[k];
   std::lock_guard<std::mutex> lock(h.mu);
   if (!h.grads_in) h.flat_grads.zero_();
@@ -127,14 +129,43 @@ absl::Status HostStore::Update(int k, const std::function<absl::Status(at::Tenso
     std::lock_guard<std::mutex> reader_lock(reader.mu);
     h.grads[jj].add_(reader.grads[j]);
   }
-  if (reduce && h.optimizer->elements() > 0) {
-    if (absl::Status s = reduce(h.flat_grads); !s.ok()) return s;
+  h.grads_in = false;
+  if (h.elements() == 0) return absl::OkStatus();
+  if (world == nullptr || !world->distributed()) {
+    h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
+    return absl::OkStatus();
   }
-  if (h.optimizer->elements() > 0) {
+  const double scale = 1.0 / world->size;
+  if (h.owner < 0) {
+    HARMONY_RETURN_IF_ERROR(world->all_reduce_sum(h.flat_grads));
+    h.flat_grads.mul_(scale);
+    h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
+    return absl::OkStatus();
+  }
+  HARMONY_RETURN_IF_ERROR(world->reduce_sum_to(h.flat_grads, h.owner));
+  if (world->rank == h.owner) {
+    h.flat_grads.mul_(scale);
     h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
   }
-  h.grads_in = false;
-  return absl::OkStatus();
+  return world->broadcast(h.flat_params, h.owner);
+}
+
+void HostStore::ShardOptimizerState(const World& world) {
+  // Largest first onto the least loaded rank (ties: the lowest), so every
+  // rank computes the same owners and keeps about 1 / ranks of the state.
+  std::vector<int> order(layers_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int>(k);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return layers_[a]->elements() > layers_[b]->elements();
+  });
+  std::vector<int64_t> load(world.size, 0);
+  for (int k : order) {
+    Layer& h = *layers_[k];
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    h.owner = r;
+    load[r] += h.elements();
+    if (r != world.rank) h.optimizer.reset();
+  }
 }
 
 void HostStore::StartIteration() {
@@ -174,16 +205,24 @@ absl::Status HostStore::WriteInto(torch::jit::Module& model) const {
   }, absl::StatusCode::kInternal);
 }
 
-void HostStore::ExportState(std::map<std::string, at::Tensor>& weights,
-                            std::map<std::string, at::Tensor>& optimizer_state) const {
+absl::Status HostStore::ExportState(std::map<std::string, at::Tensor>& weights,
+                                    std::map<std::string, at::Tensor>& optimizer_state,
+                                    const World* world) const {
+  const std::vector<std::string>& parts = state_names_;
   for (const auto& h : layers_) {
-    const std::vector<std::string> parts = h->optimizer->state_names();
-    const int64_t elements = static_cast<int64_t>(h->optimizer->elements());
+    const int64_t elements = h->elements();
     // The optimizer's state as one tensor per part, over the owned elements.
     at::Tensor state;
-    if (!parts.empty()) {
-      state = at::from_blob(const_cast<float*>(h->optimizer->state().data()),
-                            {static_cast<int64_t>(parts.size()), elements}, at::kFloat);
+    if (!parts.empty() && elements > 0) {
+      const std::vector<int64_t> shape = {static_cast<int64_t>(parts.size()), elements};
+      if (h->optimizer != nullptr) {
+        state = at::from_blob(const_cast<float*>(h->optimizer->state().data()), shape, at::kFloat);
+      }
+      if (h->owner >= 0 && world != nullptr && world->distributed()) {
+        // Sharded: the owner's state to every rank.
+        state = state.defined() ? state.clone() : at::empty(shape, at::kFloat);
+        HARMONY_RETURN_IF_ERROR(world->broadcast(state, h->owner));
+      }
     }
     int64_t at = 0;
     for (size_t j = 0; j < h->param_names.size(); ++j) {
@@ -191,7 +230,7 @@ void HostStore::ExportState(std::map<std::string, at::Tensor>& weights,
       if (weights.count(name)) continue;  // Tied: owned by an earlier vLayer.
       const at::Tensor& p = h->params[j];
       weights[name] = p.clone();
-      for (size_t i = 0; i < parts.size(); ++i) {
+      for (size_t i = 0; i < parts.size() && state.defined(); ++i) {
         optimizer_state[absl::StrCat(name, "/", parts[i])] =
             state[static_cast<int64_t>(i)].narrow(0, at, p.numel()).view(p.sizes()).clone();
       }
@@ -202,6 +241,7 @@ void HostStore::ExportState(std::map<std::string, at::Tensor>& weights,
       weights[h->buffer_names[j]] = h->buffers[j].clone();
     }
   }
+  return absl::OkStatus();
 }
 
 absl::Status HostStore::ImportState(const std::map<std::string, at::Tensor>& weights,
@@ -223,8 +263,8 @@ absl::Status HostStore::ImportState(const std::map<std::string, at::Tensor>& wei
   };
   // Check everything before changing anything.
   std::set<std::string> seen;
+  const std::vector<std::string>& parts = state_names_;
   for (const auto& h : layers_) {
-    const std::vector<std::string> parts = h->optimizer->state_names();
     for (size_t j = 0; j < h->param_names.size(); ++j) {
       if (!seen.insert(h->param_names[j]).second) continue;
       HARMONY_RETURN_IF_ERROR(find(weights, h->param_names[j], h->params[j], "parameter").status());
@@ -241,10 +281,9 @@ absl::Status HostStore::ImportState(const std::map<std::string, at::Tensor>& wei
   return CallTorch("restoring the checkpoint", [&] {
     c10::NoGradGuard no_grad;
     for (const auto& h : layers_) {
-      const std::vector<std::string> parts = h->optimizer->state_names();
-      const int64_t elements = static_cast<int64_t>(h->optimizer->elements());
-      at::Tensor state;
-      if (!parts.empty()) {
+      const int64_t elements = h->elements();
+      at::Tensor state;  // Not kept here (sharded): the weights only.
+      if (!parts.empty() && h->optimizer != nullptr) {
         state = at::from_blob(h->optimizer->state().data(),
                               {static_cast<int64_t>(parts.size()), elements}, at::kFloat);
       }
@@ -254,13 +293,13 @@ absl::Status HostStore::ImportState(const std::map<std::string, at::Tensor>& wei
         if (!seen.insert(name).second) continue;
         at::Tensor& p = h->params[j];
         p.copy_(weights.at(name));
-        for (size_t i = 0; i < parts.size(); ++i) {
+        for (size_t i = 0; i < parts.size() && state.defined(); ++i) {
           state[static_cast<int64_t>(i)].narrow(0, at, p.numel()).copy_(
               optimizer_state.at(absl::StrCat(name, "/", parts[i])).reshape({-1}));
         }
         at += p.numel();
       }
-      h->optimizer->set_steps(optimizer_steps);
+      if (h->optimizer != nullptr) h->optimizer->set_steps(optimizer_steps);
       std::lock_guard<std::mutex> lock(h->mu);
       for (size_t j = 0; j < h->buffer_names.size(); ++j) {
         const at::Tensor& from = weights.at(h->buffer_names[j]);
@@ -273,10 +312,17 @@ absl::Status HostStore::ImportState(const std::map<std::string, at::Tensor>& wei
 uint64_t HostStore::bytes() const {
   uint64_t bytes = 0;
   for (const auto& h : layers_) {
-    bytes += h->flat_params.nbytes() + h->flat_grads.nbytes() +
-             h->optimizer->state().size() * sizeof(float);
+    bytes += h->flat_params.nbytes() + h->flat_grads.nbytes();
     std::lock_guard<std::mutex> lock(h->mu);
     for (const at::Tensor& b : h->buffers) bytes += b.nbytes();
+  }
+  return bytes + optimizer_state_bytes();
+}
+
+uint64_t HostStore::optimizer_state_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& h : layers_) {
+    if (h->optimizer != nullptr) bytes += h->optimizer->state().size() * sizeof(float);
   }
   return bytes;
 }

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "executor/runtime/world.h"
 #include "optim/cpu_optimizer.h"
 
 namespace torch::jit {
@@ -76,9 +77,17 @@ class HostStore {
   // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
   // clears for the next iteration (zero gradients if none arrived).
   // Thread-safe against AddGradients / SetBuffers of other vLayers.
-  // `reduce`, when given, is applied to the summed gradients (one flat
-  // tensor) before the step; an error skips the step and is returned.
-  absl::Status Update(int k, const std::function<absl::Status(at::Tensor&)>& reduce = nullptr);
+  // With a distributed `world`, the summed gradients (one flat tensor) are
+  // first summed over the ranks and scaled by 1 / ranks: allreduced, or,
+  // with sharded optimizer state, reduced into the vLayer's owner, which
+  // steps and broadcasts the new weights. A failed collective skips the
+  // step and is returned.
+  absl::Status Update(int k, const World* world = nullptr);
+  // ZeRO-1 across `world` (which shards): each vLayer's optimizer state is
+  // kept by its owner only (OptimizerStateOwners); the others free theirs.
+  void ShardOptimizerState(const World& world);
+  // The rank that keeps vLayer k's optimizer state; -1: every rank.
+  int optimizer_state_owner(int k) const { return layers_[k]->owner; }
   // A new iteration: no gradients have arrived.
   void StartIteration();
 
@@ -91,16 +100,22 @@ class HostStore {
   // Copies of every parameter and buffer, and of the optimizer's state per
   // parameter ("<name>/momentum_buffer", "<name>/exp_avg", "<name>/exp_avg_sq",
   // as torch.optim names them), by canonical name. Call between iterations.
-  void ExportState(std::map<std::string, at::Tensor>& weights,
-                   std::map<std::string, at::Tensor>& optimizer_state) const;
+  // With sharded state, a collective: every rank of `world` calls it, and
+  // each vLayer's owner broadcasts its state.
+  absl::Status ExportState(std::map<std::string, at::Tensor>& weights,
+                           std::map<std::string, at::Tensor>& optimizer_state,
+                           const World* world = nullptr) const;
   // Sets them from such copies, and the optimizer's step count.
   // FailedPrecondition naming the tensor when one is missing or has another
-  // shape. Call between iterations.
+  // shape. Call between iterations. With sharded state, a rank keeps the
+  // state of the vLayers it owns only.
   absl::Status ImportState(const std::map<std::string, at::Tensor>& weights,
                            const std::map<std::string, at::Tensor>& optimizer_state,
                            int64_t optimizer_steps);
   // Host memory held: weights, gradients, optimizer state, buffers.
   uint64_t bytes() const;
+  // Of which optimizer state.
+  uint64_t optimizer_state_bytes() const;
 
  private:
   struct Layer {
@@ -113,11 +128,16 @@ class HostStore {
     mutable std::mutex mu;            // Guards `buffers` and `grads_in`.
     std::vector<at::Tensor> buffers;  // Replaced, never written in place.
     bool grads_in = false;            // Some gradients arrived this iteration.
+    // Null on a rank that does not own the state (sharded).
     std::unique_ptr<optim::CpuOptimizer> optimizer;
+    int owner = -1;  // The rank that keeps the optimizer state; -1: every rank.
+    int64_t elements() const { return flat_params.numel(); }
   };
   HostStore() = default;
 
   std::vector<std::unique_ptr<Layer>> layers_;
+  // The optimizer's state parts per element (CpuOptimizer::state_names).
+  std::vector<std::string> state_names_;
 };
 
 }  // namespace harmony::executor

@@ -81,7 +81,7 @@ void Runtime::Impl::NextMinibatch() {
   for (int j = 0; j < minibatch; ++j) {
     // Rank r of R takes the r-th slice of the global minibatch (R x ours).
     const int64_t at =
-        (iteration * options.data_ranks + options.data_rank) * static_cast<int64_t>(minibatch) + j;
+        (iteration * options.world.size + options.world.rank) * static_cast<int64_t>(minibatch) + j;
     const int64_t epoch_index = at / n;
     if (options.shuffle && (order.empty() || epoch_index != current_epoch)) {
       at::Generator gen = at::detail::createCPUGenerator(
@@ -119,6 +119,8 @@ std::vector<uint64_t> Runtime::device_bytes_in_use() const {
 }
 
 uint64_t Runtime::host_store_bytes() const { return impl_->host->bytes(); }
+
+uint64_t Runtime::optimizer_state_bytes() const { return impl_->host->optimizer_state_bytes(); }
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan,
                                                          const std::string& model_path,
@@ -217,6 +219,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   HARMONY_ASSIGN_OR_RETURN(impl->host,
                            HostStore::Create(impl->model, *impl->dec, options.optimizer,
                                              impl->devices[0]->wants_pinned_host()));
+  const World& world = options.world;
+  if (world.distributed()) {
+    if (world.rank < 0 || world.rank >= world.size || !world.all_reduce_sum ||
+        !world.reduce_sum_to || !world.broadcast) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", world.rank, " of a world of ", world.size,
+          ": the rank must be in [0, size) and the world needs its collectives"));
+    }
+    if (world.shard_optimizer_state) impl->host->ShardOptimizerState(world);
+  }
   for (const Task& t : impl->graph.tasks) {
     impl->data_routes[t.id] = impl->RefsBetween({-1, 0}, t.vlayers);
     for (const Transfer& x : t.transfers) {
@@ -331,6 +343,11 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
     return s;
   }
   HARMONY_RETURN_IF_ERROR(updates);
+  if (m.options.world.distributed()) {
+    // Rank 0's buffers on every rank (each rank's BatchNorm statistics saw
+    // its own slice), so the ranks stay identical.
+    HARMONY_RETURN_IF_ERROR(m.BroadcastBuffers());
+  }
 
   IterationMetrics out;
   out.iteration = m.iteration;
@@ -359,6 +376,31 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   out.emulated_link = m.options.emulate_host_link > 0;
   ++m.iteration;
   return out;
+}
+
+absl::Status Runtime::Impl::BroadcastBuffers() {
+  std::vector<at::Tensor> all;
+  std::vector<int64_t> sizes;
+  for (int k = 0; k < host->num_vlayers(); ++k) {
+    for (const at::Tensor& b : host->buffers(k)) {
+      all.push_back(b.reshape({-1}).to(at::kDouble));  // Integer counters too.
+      sizes.push_back(b.numel());
+    }
+  }
+  if (all.empty()) return absl::OkStatus();
+  at::Tensor flat = at::cat(all);
+  HARMONY_RETURN_IF_ERROR(options.world.broadcast(flat, 0));
+  int64_t at = 0;
+  for (int k = 0; k < host->num_vlayers(); ++k) {
+    std::vector<at::Tensor> mine = host->buffers(k);
+    for (at::Tensor& b : mine) {
+      at::Tensor from = flat.narrow(0, at, b.numel()).view(b.sizes()).to(b.scalar_type());
+      b = b.is_pinned() ? from.pin_memory() : from;
+      at += b.numel();
+    }
+    host->SetBuffers(k, std::move(mine));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& alias) const {
@@ -392,17 +434,18 @@ const char* OptimizerName(optim::OptimizerKind kind) {
 
 }  // namespace
 
-Checkpoint Runtime::MakeCheckpoint() const {
+absl::StatusOr<Checkpoint> Runtime::MakeCheckpoint() const {
   const Impl& m = *impl_;
   Checkpoint c;
   c.model_sha256 = m.plan.model().sha256();
   c.iteration = m.iteration;
-  c.minibatch = m.minibatch;
+  c.minibatch = static_cast<int64_t>(m.minibatch) * m.options.world.size;
+  c.world_size = m.options.world.size;
   c.seed = m.options.seed;
   c.shuffle = m.options.shuffle;
   c.optimizer = OptimizerName(m.options.optimizer.kind);
   c.optimizer_steps = m.iteration;  // Every vLayer steps once per iteration.
-  m.host->ExportState(c.weights, c.optimizer_state);
+  HARMONY_RETURN_IF_ERROR(m.host->ExportState(c.weights, c.optimizer_state, &m.options.world));
   return c;
 }
 
@@ -418,11 +461,21 @@ absl::Status Runtime::Restore(const Checkpoint& c) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the checkpoint holds ", c.optimizer, " state; this run's optimizer is ", optimizer));
   }
-  if (c.minibatch != m.minibatch) {
+  const int64_t global = static_cast<int64_t>(m.minibatch) * m.options.world.size;
+  if (c.minibatch != global) {
+    const std::string world =
+        m.options.world.size > 1 ? absl::StrCat(" (", m.options.world.size, " servers x ",
+                                                m.minibatch, ")") : "";
+    const int64_t each = c.minibatch / m.options.world.size;
     return absl::FailedPreconditionError(absl::StrCat(
-        "the checkpoint was trained with minibatch ", c.minibatch, "; this plan's is ",
-        m.minibatch, " (the data order and dropout follow the minibatch: plan again with "
-        "--minibatch ", c.minibatch, ")"));
+        "the checkpoint was trained with minibatch ", c.minibatch,
+        c.world_size > 1 ? absl::StrCat(" (", c.world_size, " servers x ",
+                                        c.minibatch / c.world_size, ")") : "",
+        "; this run's is ", global, world,
+        " (the data order and dropout follow the minibatch: plan again with --minibatch ",
+        c.minibatch % m.options.world.size == 0 ? absl::StrCat(each)
+                                                : absl::StrCat(c.minibatch, " / servers"),
+        ")"));
   }
   HARMONY_RETURN_IF_ERROR(m.host->ImportState(c.weights, c.optimizer_state, c.optimizer_steps));
   m.iteration = c.iteration;

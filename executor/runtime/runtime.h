@@ -46,6 +46,7 @@
 #include "common/tensor_file.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/metrics.h"
+#include "executor/runtime/world.h"
 #include "optim/cpu_optimizer.h"
 #include "proto/plan.pb.h"
 
@@ -80,17 +81,17 @@ struct RuntimeOptions {
   // threads_per_device() threads (torch.set_num_threads in Python).
   int threads = 0;
   // Data parallel across servers (issue 20): this server is rank
-  // `data_rank` of `data_ranks`. The global minibatch is data_ranks x the
+  // world.rank of world.size. The global minibatch is world.size x the
   // plan's, split by rank in a fixed order (rank r takes the r-th slice), and
   // the dropout stream follows the global sample index, so the world trains
-  // as one server with the global minibatch would. `reduce_gradients` sums
-  // a vLayer's gradients (one flat fp32 tensor, borrowers' added) across the
-  // ranks in place; it is called on the host's update thread in the plan's
-  // update order, the same on every rank, before each update. The runtime
-  // scales the sum by 1 / data_ranks.
-  int data_rank = 0;
-  int data_ranks = 1;
-  std::function<absl::Status(at::Tensor&)> reduce_gradients;
+  // as one server with the global minibatch would. Each vLayer's gradients
+  // (one flat fp32 tensor, borrowers' added) are summed across the ranks on
+  // the host's update thread in the plan's update order, the same on every
+  // rank, and scaled by 1 / world.size before its update (HostStore::Update);
+  // so a pack's reduction overlaps the backward of the packs after it. After
+  // each iteration the buffers (BatchNorm statistics) are rank 0's on every
+  // rank, as DDP's broadcast_buffers does.
+  World world;
   // Record a Chrome trace of the executed iterations.
   bool trace = false;
   // Checked at task boundaries; when it returns true the iteration stops
@@ -138,7 +139,8 @@ class Runtime {
   // checkpoint.h), copied out of the host store: call between iterations;
   // writing it may then overlap the next iteration. Its metrics are empty
   // (the caller keeps them).
-  Checkpoint MakeCheckpoint() const;
+  // With sharded optimizer state, a collective: every rank calls it.
+  absl::StatusOr<Checkpoint> MakeCheckpoint() const;
   // Continues from `checkpoint`: weights, buffers, optimizer state, the
   // iteration, the seed and the sample order. FailedPrecondition, naming
   // both, for a checkpoint of another model, optimizer or minibatch, or one
@@ -156,6 +158,8 @@ class Runtime {
 
   // Host memory the store holds: weights, gradients and optimizer state.
   uint64_t host_store_bytes() const;
+  // Of which the optimizer's state (this server's shard when sharded).
+  uint64_t optimizer_state_bytes() const;
 
  private:
   struct Impl;

@@ -263,6 +263,8 @@ struct Runtime::Impl {
   absl::Status RunDevice(int d);
 
   absl::Status RunUpdates();
+  // Rank 0's buffers to every rank of the world (after an iteration).
+  absl::Status BroadcastBuffers();
 
   void NextMinibatch();
   int64_t current_epoch = -1;

@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
   {
     std::lock_guard<std::mutex> g(gen.mutex());
     gen.set_current_seed(
-        DropoutSeed(options.seed, iteration, options.data_rank * minibatch + offset, k));
+        DropoutSeed(options.seed, iteration, options.world.rank * minibatch + offset, k));
   }
   return dec->Run(k, params, buffers, in);
 }
@@ -528,16 +528,6 @@ absl::Status Runtime::Impl::RunDevice(int d) {
 }
 
 absl::Status Runtime::Impl::RunUpdates() {
-  // Across servers: the sum over the ranks, scaled to the global minibatch.
-  std::function<absl::Status(at::Tensor&)> reduce;
-  if (options.data_ranks > 1 && options.reduce_gradients) {
-    const double scale = 1.0 / options.data_ranks;
-    reduce = [this, scale](at::Tensor& grads) -> absl::Status {
-      HARMONY_RETURN_IF_ERROR(options.reduce_gradients(grads));
-      grads.mul_(scale);
-      return absl::OkStatus();
-    };
-  }
   for (const Task& t : graph.tasks) {
     if (t.kind != TaskKind::kUpdate) continue;
     {
@@ -553,7 +543,8 @@ absl::Status Runtime::Impl::RunUpdates() {
     }
     const double start = Now();
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-      absl::Status s = host->Update(k, reduce);
+      // Across servers: summed over the ranks, scaled to the global minibatch.
+      absl::Status s = host->Update(k, &options.world);
       if (!s.ok()) {
         s = common::Annotate(s, absl::StrCat("summing vLayer ", k, "'s gradients across servers"));
         Fail(s);
