@@ -25,6 +25,7 @@
 #include "common/json_config.h"
 #include "common/units.h"
 #include "executor/client/client.h"
+#include "executor/client/world_submit.h"
 #include "proto/executor.pb.h"
 
 namespace po = boost::program_options;
@@ -156,7 +157,7 @@ void AddCommon(po::options_description& flags, Common& c) {
   // clang-format on
 }
 
-absl::StatusOr<std::unique_ptr<ExecutorClient>> Connect(const Common& c) {
+absl::StatusOr<harmony::executor::ClientOptions> ClientOptionsOf(const Common& c) {
   harmony::executor::ClientOptions options;
   options.address = c.address;
   if (!c.token_file.empty()) {
@@ -169,7 +170,13 @@ absl::StatusOr<std::unique_ptr<ExecutorClient>> Connect(const Common& c) {
     if (!ca.ok()) return ca.status();
     options.tls_root_certs = *ca;
   }
-  return ExecutorClient::Create(options);
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutorClient>> Connect(const Common& c) {
+  auto options = ClientOptionsOf(c);
+  if (!options.ok()) return options.status();
+  return ExecutorClient::Create(*options);
 }
 
 // Parses `args` with `flags` (plus positionals); false after printing why.
@@ -248,7 +255,8 @@ std::string AbsolutePath(const std::string& path) {
 int Submit(const std::vector<std::string>& args) {
   Common common;
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
-      resume;
+      resume, world_list;
+  double world_timeout = 60;
   int64_t iterations = 0, checkpoint_interval = 0, keep_checkpoints = 2;
   double checkpoint_minutes = 0;
   uint64_t seed = 0;
@@ -290,6 +298,15 @@ int Submit(const std::vector<std::string>& args) {
       ("name", po::value(&name), "a name to show in `harmony-ctl list`")
       ("upload-model",
        "send the model file's bytes instead of its path (daemon on another machine)")
+      ("world", po::value(&world_list),
+       "train on several daemons together, data parallel: host:port,host:port,... in rank "
+       "order (rank 0 writes --out and checkpoints). Admitted on all of them or on none; "
+       "the global minibatch is the number of daemons x the plan's")
+      ("shard-optimizer-state",
+       "with --world: each daemon keeps 1/N of the optimizer state (ZeRO-1)")
+      ("world-timeout", po::value(&world_timeout),
+       "with --world: seconds to wait for the other daemons (to start, at each exchange) "
+       "before the job fails naming the one that is gone (default 60)")
       ("wait",
        "follow the job to its end; exit 0 only if it succeeded");
   // clang-format on
@@ -384,6 +401,25 @@ int Submit(const std::vector<std::string>& args) {
   request.set_seed(seed);
   request.set_name(name);
 
+  if (!world_list.empty()) {
+    auto options = ClientOptionsOf(common);
+    if (!options.ok()) return Fail(options.status());
+    harmony::executor::WorldSubmission world;
+    world.daemons = harmony::executor::ParseWorldList(world_list);
+    world.shard_optimizer_state = vm.count("shard-optimizer-state") > 0;
+    world.timeout_s = world_timeout;
+    auto job = harmony::executor::SubmitToWorld(*options, world, request);
+    if (!job.ok()) return Fail(job.status());
+    std::cout << job->job_ids[0] << " (" << job->world_id << ": ";
+    for (size_t r = 0; r < job->job_ids.size(); ++r) {
+      std::cout << (r ? ", " : "") << "rank " << r << " " << world.daemons[r] << " "
+                << job->job_ids[r];
+    }
+    std::cout << ")" << std::endl;
+    if (!wait) return 0;
+    options->address = world.daemons[0];
+    return Watch(*ExecutorClient::Create(*options), job->job_ids[0], common.json);
+  }
   auto client = Connect(common);
   if (!client.ok()) return Fail(client.status());
   auto response = (*client)->Submit(request);
@@ -415,6 +451,23 @@ void PrintJob(const harmony::proto::Job& j) {
   if (j.resumed_from_iteration() >= 0) {
     std::cout << "  resumed from iteration " << j.resumed_from_iteration()
               << (j.resume_from().empty() ? "" : absl::StrCat(" (", j.resume_from(), ")")) << "\n";
+  }
+  if (j.has_world() && j.world().daemons_size() > 1) {
+    const auto& w = j.world();
+    std::cout << "  world " << w.world_id() << ": rank " << w.rank() << " of "
+              << w.daemons_size() << (j.held() ? ", held until every daemon has admitted it" : "")
+              << (w.store().empty() ? "" : absl::StrCat(", store ", w.store()))
+              << (w.shard_optimizer_state() ? ", optimizer state sharded" : "") << "\n";
+    for (const auto& r : j.ranks()) {
+      std::cout << "    rank " << r.rank() << ": " << r.daemon() << " "
+                << (r.job_id().empty() ? "?" : r.job_id()) << " ";
+      if (!r.unreachable().empty()) {
+        std::cout << "unreachable: " << r.unreachable() << "\n";
+      } else {
+        std::cout << StateName(r.state()) << ", iteration " << r.iteration()
+                  << (r.reason().empty() ? "" : absl::StrCat(": ", r.reason())) << "\n";
+      }
+    }
   }
   if (!j.kept_model_path().empty()) {
     std::cout << "  trained model kept at: " << j.kept_model_path() << "\n";

@@ -509,6 +509,9 @@ int Serve(const std::vector<std::string>& args) {
        "every call must carry the token in this file")
       ("tls-cert", po::value(&options.tls_cert_file), "TLS certificate (PEM)")
       ("tls-key", po::value(&options.tls_key_file), "TLS private key (PEM)")
+      ("peer-ca", po::value(&options.peer_ca_file),
+       "PEM roots to verify other daemons of a world job with (default: --tls-cert); they "
+       "are called with this daemon's token")
       ("max-queued", po::value(&options.max_queued),
        "refuse submissions while this many jobs wait (default 64)")
       ("host-memory", po::value(&host_memory_text),
@@ -529,6 +532,7 @@ int Serve(const std::vector<std::string>& args) {
     config->GetPath("auth_token_file", &options.auth_token_file);
     config->GetPath("tls_cert", &options.tls_cert_file);
     config->GetPath("tls_key", &options.tls_key_file);
+    config->GetPath("peer_ca", &options.peer_ca_file);
     config->Get("max_queued", &options.max_queued);
     config->Get("host_memory", &host_memory_text);
     config->Get("max_message_size", &message_text);

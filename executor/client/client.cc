@@ -85,9 +85,10 @@ absl::StatusOr<proto::SubmitJobResponse> ExecutorClient::Submit(
       &proto::Executor::Stub::SubmitJob, request);
 }
 
-absl::StatusOr<proto::Job> ExecutorClient::GetJob(const std::string& id) {
+absl::StatusOr<proto::Job> ExecutorClient::GetJob(const std::string& id, bool local_only) {
   proto::GetJobRequest request;
   request.set_job_id(id);
+  request.set_local_only(local_only);
   return impl_->Call<proto::GetJobRequest, proto::Job>(&proto::Executor::Stub::GetJob, request);
 }
 
@@ -98,11 +99,18 @@ absl::StatusOr<std::vector<proto::Job>> ExecutorClient::ListJobs() {
   return std::vector<proto::Job>(response->jobs().begin(), response->jobs().end());
 }
 
-absl::StatusOr<proto::Job> ExecutorClient::Cancel(const std::string& id) {
+absl::StatusOr<proto::Job> ExecutorClient::Cancel(const std::string& id, bool from_peer) {
   proto::CancelJobRequest request;
   request.set_job_id(id);
+  request.set_from_peer(from_peer);
   return impl_->Call<proto::CancelJobRequest, proto::Job>(&proto::Executor::Stub::CancelJob,
                                                           request);
+}
+
+absl::StatusOr<proto::Job> ExecutorClient::StartWorldJob(
+    const proto::StartWorldJobRequest& request) {
+  return impl_->Call<proto::StartWorldJobRequest, proto::Job>(
+      &proto::Executor::Stub::StartWorldJob, request);
 }
 
 absl::StatusOr<std::vector<std::string>> ExecutorClient::Logs(const std::string& id) {

@@ -38,9 +38,12 @@ class ExecutorClient {
   ~ExecutorClient();
 
   absl::StatusOr<proto::SubmitJobResponse> Submit(const proto::SubmitJobRequest& request);
-  absl::StatusOr<proto::Job> GetJob(const std::string& id);
+  // `local_only`: a world job's daemon does not ask its peers for their ranks.
+  absl::StatusOr<proto::Job> GetJob(const std::string& id, bool local_only = false);
   absl::StatusOr<std::vector<proto::Job>> ListJobs();
-  absl::StatusOr<proto::Job> Cancel(const std::string& id);
+  // `from_peer`: the daemon does not pass the cancel on to a world's peers.
+  absl::StatusOr<proto::Job> Cancel(const std::string& id, bool from_peer = false);
+  absl::StatusOr<proto::Job> StartWorldJob(const proto::StartWorldJobRequest& request);
   absl::StatusOr<std::vector<std::string>> Logs(const std::string& id);
   absl::StatusOr<proto::GetDevicesResponse> Devices();
   // Calls `on_event` with each event until the job ends (OK), `on_event`

@@ -1,5 +1,7 @@
 #include "executor/dist/collective.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +34,22 @@ std::chrono::milliseconds Millis(absl::Duration d) {
 }
 
 }  // namespace
+
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
 
 struct Collective::Group {
   c10::intrusive_ptr<c10d::Store> store;
@@ -116,7 +134,8 @@ absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOpt
     so.waitWorkers = false;
     so.timeout = Millis(options.timeout);
     group->beat_store = c10::make_intrusive<c10d::TCPStore>(options.store_host, so);
-    group->beat_store->set(WhoKey(options.rank), ToBytes(Who()));
+    group->beat_store->set(WhoKey(options.rank),
+                           ToBytes(options.who.empty() ? Who() : options.who));
     group->beat_store->add(AliveKey(options.rank), 1);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("rank ", options.rank, ": the store at ", store,

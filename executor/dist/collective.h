@@ -32,6 +32,10 @@
 
 namespace harmony::executor {
 
+// A TCP port free on this host now (bound to port 0, read, closed): where
+// rank 0 will host a world's store.
+int PickFreePort();
+
 struct CollectiveOptions {
   // Where rank 0 hosts the store (host:port); rank 0 listens on the port.
   std::string store_host = "127.0.0.1";
@@ -40,6 +44,9 @@ struct CollectiveOptions {
   int world_size = 1;
   // How long joining and each operation may wait for the other ranks.
   absl::Duration timeout = absl::Seconds(60);
+  // How this rank is named to the others when it is gone ("daemon
+  // host:port job-3"); empty: "host pid N".
+  std::string who;
 };
 
 class Collective {

@@ -33,6 +33,22 @@ std::optional<JobState> ParseJobState(absl::string_view name);
 // SUCCEEDED, FAILED and CANCELLED.
 bool IsTerminal(JobState state);
 
+// A job trained by several daemons together (proto WorldSpec, DESIGN.md §8):
+// each rank runs the plan on its own devices on its share of every
+// minibatch. Not a world job when fewer than two daemons are named.
+struct WorldInfo {
+  std::vector<std::string> daemons;  // host:port of each rank's daemon.
+  int rank = 0;                      // This daemon's.
+  std::string world_id;              // The same on every rank.
+  std::string store;                 // host:port of rank 0's store.
+  std::vector<std::string> job_ids;  // Every rank's job id (from the start).
+  bool shard_optimizer_state = false;
+  double timeout_s = 60;  // Waiting for the other ranks, then failing.
+
+  bool active() const { return daemons.size() > 1; }
+  int size() const { return static_cast<int>(daemons.size()); }
+};
+
 // What a user submits, after the service has parsed it. The plan is an
 // immutable value shared by the job's record and its run.
 struct JobSpec {
@@ -61,6 +77,9 @@ struct JobSpec {
   // Shuffles the samples with this seed; 0 takes them in order.
   uint64_t seed = 0;
   std::string name;
+  // Several daemons train it together; it is admitted held and waits for
+  // JobManager::StartWorld.
+  WorldInfo world;
 };
 
 struct StateChange {
@@ -124,6 +143,10 @@ struct JobRecord {
   int64_t resumed_from_iteration = -1;
   // Where the trained model was kept when writing it to output_path failed.
   std::string kept_model_path;
+  // A world job, and whether it still waits for its start (held jobs are
+  // not in the queue).
+  WorldInfo world;
+  bool held = false;
 };
 
 // What WatchJob streams: progress after each iteration, each state change,

@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +26,7 @@
 #include "common/status.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
+#include "executor/dist/collective.h"
 #include "executor/jobs/job_manager_impl.h"
 #include "executor/jobs/job_store.h"
 #include "executor/runtime/checkpoint.h"
@@ -85,6 +88,37 @@ absl::Status CheckWritableOutput(const std::string& path) {
   return absl::OkStatus();
 }
 
+// A world of at least two daemons, each named once as host:port, this
+// daemon's rank among them, and a timeout.
+absl::Status CheckWorld(const WorldInfo& world) {
+  if (world.daemons.empty()) return absl::OkStatus();
+  if (world.daemons.size() < 2) {
+    return absl::InvalidArgumentError("a world needs at least 2 daemons");
+  }
+  std::set<std::string> seen;
+  for (const std::string& d : world.daemons) {
+    const size_t colon = d.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(d.substr(colon + 1), &port) || port < 1 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("world daemon \"", d, "\" is not host:port"));
+    }
+    if (!seen.insert(d).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the world lists daemon ", d, " twice: each rank needs a daemon of its own"));
+    }
+  }
+  if (world.rank < 0 || world.rank >= world.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", world.rank, " is not in a world of ", world.size()));
+  }
+  if (world.world_id.empty()) return absl::InvalidArgumentError("a world needs an id");
+  if (!(world.timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the world's timeout must be positive; got ", world.timeout_s, " s"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -141,6 +175,13 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
       impl->order.push_back(id);
       if (j->record.state == JobState::kCancelling) {
         impl->ChangeState(*j, JobState::kCancelled, "daemon restarted while cancelling");
+      } else if (j->record.world.active() && !IsTerminal(j->record.state)) {
+        // Its world went on without this rank (and failed): it does not
+        // resume alone.
+        impl->ChangeState(*j, JobState::kFailed,
+                          absl::StrCat("daemon restarted; a job of a world of ",
+                                       j->record.world.size(), " does not resume by itself: "
+                                       "submit it again (--resume from rank 0's checkpoint)"));
       } else if (j->record.state == JobState::kRunning) {
         // Killed while training (kill -9, a crash, a reboot): queued again,
         // to resume from its latest checkpoint, or from the start.
@@ -267,6 +308,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   }
   HARMONY_RETURN_IF_ERROR(CheckReadable("data", spec.data_path));
   if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableOutput(spec.output_path));
+  HARMONY_RETURN_IF_ERROR(CheckWorld(spec.world));
   // A checkpoint to start from: of this model, and short of the iterations.
   if (!spec.resume_from.empty()) {
     HARMONY_ASSIGN_OR_RETURN(const std::string resume, ResolveCheckpoint(spec.resume_from));
@@ -302,6 +344,13 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.keep_checkpoints = spec.keep_checkpoints;
   record.resume_from = spec.resume_from;
   record.seed = spec.seed;
+  record.world = spec.world;
+  record.held = spec.world.active();
+  if (record.world.active() && record.world.rank == 0 && record.world.store.empty()) {
+    // Rank 0 hosts the world's store on a port of its own host.
+    const std::string& me = record.world.daemons[0];
+    record.world.store = absl::StrCat(me.substr(0, me.rfind(':')), ":", PickFreePort());
+  }
   record.num_devices = static_cast<int>(config.num_devices());
   record.device_memory_bytes = config.device_memory_bytes();
   record.host_memory_bytes = host_need;
@@ -343,12 +392,56 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
     impl_->ChangeState(*j, JobState::kFailed, absl::StrCat("cannot keep its plan: ", s.message()));
   } else {
     absl::MutexLock lock(&impl_->mu);
-    // Unless cancelled meanwhile.
-    if (impl_->Find(id)->record.state == JobState::kQueued) impl_->queue.push_back(id);
+    // Unless cancelled meanwhile, or held for its world's start.
+    const JobRecord& r = impl_->Find(id)->record;
+    if (r.state == JobState::kQueued && !r.held) impl_->queue.push_back(id);
     impl_->Schedule();
   }
   impl_->Sync();
-  return SubmitResult{id, false};
+  SubmitResult result{id, false};
+  {
+    absl::MutexLock lock(&impl_->mu);
+    result.store = impl_->Find(id)->record.world.store;
+  }
+  return result;
+}
+
+absl::StatusOr<JobRecord> JobManager::StartWorld(const std::string& id, const WorldInfo& world) {
+  JobRecord result;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    Impl::Job* job = impl_->Find(id);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+    JobRecord& r = job->record;
+    if (!r.world.active() || world.world_id != r.world.world_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          id, " is not a job of world ", world.world_id.empty() ? "(none)" : world.world_id));
+    }
+    if (r.state != JobState::kQueued) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          id, " is ", JobStateName(r.state), ", not waiting to start (", r.reason, ")"));
+    }
+    if (r.held) {
+      if (world.daemons != r.world.daemons || world.store.empty() ||
+          world.job_ids.size() != world.daemons.size() ||
+          world.job_ids[r.world.rank] != id) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "starting ", id, ": the world must list the same daemons, a store and every "
+            "rank's job id, with ", id, " as rank ", r.world.rank, "'s"));
+      }
+      r.world.store = world.store;
+      r.world.job_ids = world.job_ids;
+      r.held = false;
+      impl_->queue.push_back(id);
+      impl_->Log(*job, absl::StrCat("world ", r.world.world_id, " starts: rank ", r.world.rank,
+                                    " of ", r.world.size(), ", store ", r.world.store));
+      impl_->MarkDirty(*job);
+      impl_->Schedule();
+    }
+    result = r;
+  }
+  impl_->Sync();
+  return result;
 }
 
 absl::StatusOr<JobRecord> JobManager::Get(const std::string& id) const {

@@ -58,6 +58,7 @@ struct JobManagerOptions {
 struct SubmitResult {
   std::string job_id;
   bool already_submitted = false;  // The submission id matched a job.
+  std::string store;  // Rank 0 of a world: where it hosts the world's store.
 };
 
 struct DeviceStatus {
@@ -101,6 +102,15 @@ class JobManager {
   // A known submission id returns that job (already_submitted), unchecked.
   absl::StatusOr<SubmitResult> Submit(JobSpec spec);
 
+  // A job of a world (spec.world) is admitted held: checked as any job, and
+  // for rank 0 a store port picked, but not queued until StartWorld gives it
+  // the whole world (every rank's job id). InvalidArgument for a world that
+  // names a daemon twice, has fewer than 2, or a rank outside it.
+  //
+  // Queues held job `id` with `world` (the same daemons and id, the store,
+  // every rank's job id). An already started job is returned as it is;
+  // FailedPrecondition for a job cancelled meanwhile or of another world.
+  absl::StatusOr<JobRecord> StartWorld(const std::string& id, const WorldInfo& world);
   // NotFound for an unknown id.
   absl::StatusOr<JobRecord> Get(const std::string& id) const;
   // In submission order; every job when `states` is empty.

@@ -30,6 +30,8 @@
 
 namespace harmony::executor {
 
+class Collective;
+
 // "cpu:0,cpu:1".
 inline std::string DevicesText(const std::vector<int>& devices) {
   return absl::StrJoin(devices, ",", [](std::string* out, int d) {
@@ -189,6 +191,10 @@ struct JobManager::Impl {
 
   // The job's thread.
   void Run(Job* job) ABSL_LOCKS_EXCLUDED(mu);
+  // A world job's rank joins its world and checks that every rank runs the
+  // same job (executor/dist).
+  absl::StatusOr<std::unique_ptr<Collective>> JoinWorld(Job& job, const JobRecord& spec)
+      ABSL_LOCKS_EXCLUDED(mu);
 
   // Joins the threads of jobs that have ended. Called without `mu`.
   void JoinFinished() ABSL_LOCKS_EXCLUDED(mu) {

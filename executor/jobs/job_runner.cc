@@ -5,13 +5,17 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/device_spec.h"
+#include "common/files.h"
 #include "common/status.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
+#include "executor/dist/collective.h"
+#include "executor/dist/world_setup.h"
 #include "executor/jobs/job_manager_impl.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/runtime.h"
@@ -19,6 +23,43 @@
 namespace harmony::executor {
 
 using common::FormatBytes;
+
+absl::StatusOr<std::unique_ptr<Collective>> JobManager::Impl::JoinWorld(Job& job,
+                                                                       const JobRecord& spec) {
+  const WorldInfo& world = spec.world;
+  CollectiveOptions co;
+  const size_t colon = world.store.rfind(':');
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(world.store.substr(colon + 1), &co.store_port)) {
+    return absl::InvalidArgumentError(absl::StrCat("the world's store \"", world.store,
+                                                   "\" is not host:port"));
+  }
+  co.store_host = world.store.substr(0, colon);
+  co.rank = world.rank;
+  co.world_size = world.size();
+  co.timeout = absl::Seconds(world.timeout_s);
+  co.who = absl::StrCat("daemon ", world.daemons[world.rank], " ", spec.id);
+  {
+    absl::MutexLock lock(&mu);
+    Log(job, absl::StrCat("joining world ", world.world_id, " as rank ", world.rank, " of ",
+                          world.size(), " (store ", world.store, ", waiting at most ",
+                          world.timeout_s, " s for the others)"));
+  }
+  HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<Collective> c, Collective::Join(co));
+  const optim::OptimizerOptions& o = spec.optimizer;
+  HARMONY_RETURN_IF_ERROR(CheckSameEverywhere(
+      *c, {{"world", world.world_id},
+           {"model sha256", spec.model_sha256},
+           {"minibatch", absl::StrCat(job.plan->config().minibatch())},
+           {"optimizer", absl::StrCat(static_cast<int>(o.kind), " lr ", o.learning_rate,
+                                      " momentum ", o.momentum, " weight decay ", o.weight_decay,
+                                      " betas ", o.beta1, " ", o.beta2, " eps ", o.epsilon)},
+           {"iterations", absl::StrCat(spec.iterations)},
+           {"seed", absl::StrCat(spec.seed)},
+           {"checkpoints", absl::StrCat(spec.checkpoint_interval, " ", spec.checkpoint_minutes)},
+           {"shard-optimizer-state", world.shard_optimizer_state ? "yes" : "no"}}));
+  return c;
+}
 
 void JobManager::Impl::Run(Job* job) {
   const JobRecord spec = [&] {
@@ -54,9 +95,25 @@ void JobManager::Impl::Run(Job* job) {
     }
     Checkpointer checkpointer(policy);
     int64_t start_iteration = 0;
+    // A world job: the ranks join (rank 0 hosts the store), check that they
+    // run one job, and agree on cancels between iterations (a cancel inside
+    // an iteration would leave the others waiting in an exchange).
+    std::unique_ptr<Collective> collective;
+    if (spec.world.active()) {
+      absl::StatusOr<std::unique_ptr<Collective>> joined = JoinWorld(*job, spec);
+      if (joined.ok()) {
+        collective = *std::move(joined);
+        ro.world = MakeWorld(*collective, spec.world.shard_optimizer_state);
+      } else {
+        status = joined.status();
+      }
+      ro.cancelled = nullptr;
+    }
     std::unique_ptr<Runtime> runtime;
-    auto created = Runtime::Create(*job->plan, spec.model_path, ro);
-    if (!created.ok()) {
+    absl::StatusOr<std::unique_ptr<Runtime>> created =
+        status.ok() ? Runtime::Create(*job->plan, spec.model_path, ro) : status;
+    if (!status.ok()) {
+    } else if (!created.ok()) {
       status = common::Annotate(created.status(), "starting");
     } else {
       runtime = *std::move(created);
@@ -71,7 +128,22 @@ void JobManager::Impl::Run(Job* job) {
     // restart), else from the one it was submitted with.
     const std::string resume = !spec.checkpoint_path.empty() ? spec.checkpoint_path
                                                              : spec.resume_from;
-    if (status.ok() && !resume.empty()) {
+    if (status.ok() && collective != nullptr) {
+      // Rank 0 reads the checkpoint, if any, and sends it to the others.
+      std::string bytes;
+      if (!resume.empty()) {
+        absl::StatusOr<std::string> read = common::ReadFileToString(resume);
+        if (read.ok()) bytes = *std::move(read);
+      }
+      absl::StatusOr<std::string> shared = ShareBytes(*collective, bytes, 0);
+      status = shared.status();
+      if (status.ok() && !shared->empty()) {
+        absl::StatusOr<Checkpoint> c = ParseCheckpoint(*shared, "rank 0's checkpoint");
+        status = c.ok() ? runtime->Restore(*c) : c.status();
+        status = common::Annotate(status, "resuming from rank 0's checkpoint");
+        if (status.ok()) start_iteration = c->iteration;
+      }
+    } else if (status.ok() && !resume.empty()) {
       absl::StatusOr<Checkpoint> c = ReadCheckpoint(resume);
       status = c.ok() ? runtime->Restore(*c) : c.status();
       status = common::Annotate(status, absl::StrCat("resuming from ", resume));
@@ -109,11 +181,26 @@ void JobManager::Impl::Run(Job* job) {
       HARMONY_RETURN_IF_ERROR(finish_checkpoint());
       writing_iteration = done;
       HARMONY_ASSIGN_OR_RETURN(Checkpoint c, runtime->MakeCheckpoint());
-      checkpointer.Write(std::move(c));
+      // Rank 0 writes a world's (the others took part in gathering it).
+      if (spec.world.rank == 0) checkpointer.Write(std::move(c));
       return absl::OkStatus();
     };
     double seconds = 0;
     for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
+      if (collective != nullptr) {
+        // A cancel on any rank stops every rank before the same iteration.
+        const bool mine = job->cancel.load();
+        absl::StatusOr<bool> any = AnyRank(*collective, mine);
+        if (!any.ok()) {
+          status = common::Annotate(any.status(), absl::StrCat("before iteration ", i + 1));
+          break;
+        }
+        if (*any && !mine) {
+          absl::MutexLock lock(&mu);
+          job->cancel.store(true);
+          ChangeState(*job, JobState::kCancelling, "cancelled on another rank of its world");
+        }
+      }
       if (job->cancel.load()) {
         if (checkpoints && i > start_iteration && job->record.checkpoint_iteration != i &&
             writing_iteration != i) {
@@ -129,6 +216,15 @@ void JobManager::Impl::Run(Job* job) {
                      ? absl::CancelledError("cancelled")
                      : common::Annotate(m.status(), absl::StrCat("iteration ", i + 1));
         break;
+      }
+      if (collective != nullptr) {
+        // The world's loss: the mean of the ranks'.
+        absl::StatusOr<double> loss = collective->AllReduceMean(m->loss);
+        if (!loss.ok()) {
+          status = common::Annotate(loss.status(), absl::StrCat("iteration ", i + 1));
+          break;
+        }
+        m->loss = *loss;
       }
       seconds += m->seconds;
       JobProgress p;
@@ -147,7 +243,16 @@ void JobManager::Impl::Run(Job* job) {
         status = finish_checkpoint();
         if (!status.ok()) break;
       }
-      if (checkpointer.Due(i + 1) || (checkpoints && i + 1 == spec.iterations)) {
+      bool due = checkpointer.Due(i + 1) || (checkpoints && i + 1 == spec.iterations);
+      if (collective != nullptr) {  // Rank 0's clock may differ: any rank's.
+        absl::StatusOr<bool> any = AnyRank(*collective, due);
+        if (!any.ok()) {
+          status = any.status();
+          break;
+        }
+        due = *any;
+      }
+      if (due) {
         status = take_checkpoint(i + 1);
         if (!status.ok()) break;
       }

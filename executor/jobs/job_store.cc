@@ -112,6 +112,16 @@ std::string JobRecordToJson(const JobRecord& r) {
          {"resumed_from_iteration", r.resumed_from_iteration},
          {"kept_model_path", r.kept_model_path}};
   if (r.progress) j["progress"] = ProgressToJson(*r.progress);
+  if (r.world.active()) {
+    j["world"] = {{"daemons", r.world.daemons},
+                  {"rank", r.world.rank},
+                  {"world_id", r.world.world_id},
+                  {"store", r.world.store},
+                  {"job_ids", r.world.job_ids},
+                  {"shard_optimizer_state", r.world.shard_optimizer_state},
+                  {"timeout_s", r.world.timeout_s}};
+    j["held"] = r.held;
+  }
   return j.dump(2);
 }
 
@@ -165,6 +175,17 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.resumed_from_iteration = j.value("resumed_from_iteration", int64_t{-1});
     r.kept_model_path = j.value("kept_model_path", "");
     if (j.contains("progress")) r.progress = ProgressFromJson(j.at("progress"));
+    if (j.contains("world")) {
+      const json& w = j.at("world");
+      r.world.daemons = w.at("daemons").get<std::vector<std::string>>();
+      r.world.rank = w.at("rank").get<int>();
+      r.world.world_id = w.at("world_id").get<std::string>();
+      r.world.store = w.at("store").get<std::string>();
+      r.world.job_ids = w.at("job_ids").get<std::vector<std::string>>();
+      r.world.shard_optimizer_state = w.at("shard_optimizer_state").get<bool>();
+      r.world.timeout_s = w.at("timeout_s").get<double>();
+      r.held = j.value("held", false);
+    }
     return r;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(e.what());

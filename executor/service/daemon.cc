@@ -86,6 +86,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     ssl.pem_key_cert_pairs.push_back({key, cert});
     credentials = grpc::SslServerCredentials(ssl);
   }
+  // Daemon to daemon (a world job's cancel and status): this daemon's token,
+  // and TLS verified with --peer-ca, or with its own certificate (a
+  // cluster's daemons sharing one).
+  service_options.peer.token = service_options.auth_token;
+  const std::string peer_ca =
+      !options.peer_ca_file.empty() ? options.peer_ca_file : options.tls_cert_file;
+  if (!peer_ca.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(service_options.peer.tls_root_certs,
+                             common::ReadFileToString(peer_ca));
+  }
 
   auto impl = std::make_unique<Impl>();
   JobManagerOptions jm;

@@ -30,6 +30,9 @@ struct DaemonOptions {
   // PEM files; both or neither.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM roots this daemon verifies its peers' TLS with (world jobs); empty:
+  // its own tls_cert_file. Peers get the daemon's own token.
+  std::string peer_ca_file;
   int max_queued = 64;
   // Host memory for jobs, bytes; 0: what the machine has available.
   uint64_t host_memory = 0;

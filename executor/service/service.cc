@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/plan_file.h"
 #include "common/units.h"
@@ -48,6 +49,28 @@ void ToProto(const optim::OptimizerOptions& o, proto::OptimizerSettings* out) {
   out->set_beta1(o.beta1);
   out->set_beta2(o.beta2);
   out->set_epsilon(o.epsilon);
+}
+
+void ToProto(const WorldInfo& w, proto::WorldSpec* out) {
+  for (const std::string& d : w.daemons) out->add_daemons(d);
+  out->set_rank(static_cast<uint32_t>(w.rank));
+  out->set_world_id(w.world_id);
+  out->set_store(w.store);
+  for (const std::string& id : w.job_ids) out->add_job_ids(id);
+  out->set_shard_optimizer_state(w.shard_optimizer_state);
+  out->set_timeout_s(w.timeout_s);
+}
+
+WorldInfo FromProto(const proto::WorldSpec& w) {
+  WorldInfo out;
+  out.daemons.assign(w.daemons().begin(), w.daemons().end());
+  out.rank = static_cast<int>(w.rank());
+  out.world_id = w.world_id();
+  out.store = w.store();
+  out.job_ids.assign(w.job_ids().begin(), w.job_ids().end());
+  out.shard_optimizer_state = w.shard_optimizer_state();
+  if (w.timeout_s() > 0) out.timeout_s = w.timeout_s();
+  return out;
 }
 
 void ToProto(const StateChange& c, proto::StateChange* out) {
@@ -99,6 +122,8 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_resumed_from_iteration(r.resumed_from_iteration);
   out->set_kept_model_path(r.kept_model_path);
   out->set_seed(r.seed);
+  if (r.world.active()) ToProto(r.world, out->mutable_world());
+  out->set_held(r.held);
 }
 
 void ToProto(const JobEvent& e, proto::JobEvent* out) {
@@ -177,6 +202,7 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   spec.submission_id = r.submission_id();
   spec.seed = r.seed();
   spec.name = r.name();
+  if (r.has_world()) spec.world = FromProto(r.world());
   return spec;
 }
 
@@ -314,6 +340,7 @@ grpc::ServerUnaryReactor* ExecutorService::SubmitJob(grpc::CallbackServerContext
     if (!result.ok()) return result.status();
     response->set_job_id(result->job_id);
     response->set_already_submitted(result->already_submitted);
+    response->set_store(result->store);
     return absl::OkStatus();
   });
 }
@@ -323,9 +350,60 @@ grpc::ServerUnaryReactor* ExecutorService::GetJob(grpc::CallbackServerContext* c
                                                   proto::Job* response) {
   return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<JobRecord> job = manager_->Get(request->job_id());
-    if (job.ok()) ToProto(*job, response);
-    return job.status();
+    if (!job.ok()) return job.status();
+    ToProto(*job, response);
+    if (job->world.active() && !request->local_only()) AddRanks(*job, response);
+    return absl::OkStatus();
   });
+}
+
+void ExecutorService::AddRanks(const JobRecord& job, proto::Job* out) const {
+  const WorldInfo& w = job.world;
+  for (int r = 0; r < w.size(); ++r) {
+    proto::RankStatus* rank = out->add_ranks();
+    rank->set_rank(static_cast<uint32_t>(r));
+    rank->set_daemon(w.daemons[r]);
+    if (r < static_cast<int>(w.job_ids.size())) rank->set_job_id(w.job_ids[r]);
+    if (r == w.rank) {
+      rank->set_job_id(job.id);
+      rank->set_state(ToProto(job.state));
+      rank->set_iteration(job.progress ? static_cast<uint32_t>(job.progress->iteration) : 0);
+      rank->set_reason(job.reason);
+      continue;
+    }
+    if (rank->job_id().empty()) {
+      rank->set_unreachable("not started yet: its job id is not known here");
+      continue;
+    }
+    ClientOptions o = options_.peer;
+    o.address = w.daemons[r];
+    o.timeout = absl::Seconds(3);
+    o.connect_timeout = absl::Seconds(2);
+    // Local only: a peer does not ask its own peers in turn.
+    absl::StatusOr<proto::Job> peer = ExecutorClient::Create(o)->GetJob(rank->job_id(), true);
+    if (!peer.ok()) {
+      rank->set_unreachable(std::string(peer.status().message()));
+      continue;
+    }
+    rank->set_state(peer->state());
+    rank->set_iteration(peer->progress().iteration());
+    rank->set_reason(peer->reason());
+  }
+}
+
+std::vector<std::string> ExecutorService::CancelPeers(const JobRecord& job) const {
+  std::vector<std::string> missed;
+  const WorldInfo& w = job.world;
+  for (int r = 0; r < w.size(); ++r) {
+    if (r == w.rank || r >= static_cast<int>(w.job_ids.size())) continue;
+    ClientOptions o = options_.peer;
+    o.address = w.daemons[r];
+    o.timeout = absl::Seconds(5);
+    o.connect_timeout = absl::Seconds(2);
+    absl::StatusOr<proto::Job> peer = ExecutorClient::Create(o)->Cancel(w.job_ids[r], true);
+    if (!peer.ok()) missed.push_back(absl::StrCat("rank ", r, " (", peer.status().message(), ")"));
+  }
+  return missed;
 }
 
 grpc::ServerUnaryReactor* ExecutorService::ListJobs(grpc::CallbackServerContext* context,
@@ -349,6 +427,27 @@ grpc::ServerUnaryReactor* ExecutorService::CancelJob(grpc::CallbackServerContext
                                                      proto::Job* response) {
   return Answer(context, [&]() -> absl::Status {
     absl::StatusOr<JobRecord> job = manager_->Cancel(request->job_id());
+    if (!job.ok()) return job.status();
+    ToProto(*job, response);
+    // Everywhere: the other ranks' daemons too (the running ranks also agree
+    // on a cancel between iterations, so one reached is enough to stop all).
+    if (job->world.active() && !request->from_peer()) {
+      std::vector<std::string> missed = CancelPeers(*job);
+      if (!missed.empty()) {
+        response->set_reason(absl::StrCat(response->reason(), "; not reached: ",
+                                          absl::StrJoin(missed, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ExecutorService::StartWorldJob(
+    grpc::CallbackServerContext* context, const proto::StartWorldJobRequest* request,
+    proto::Job* response) {
+  return Answer(context, [&]() -> absl::Status {
+    absl::StatusOr<JobRecord> job =
+        manager_->StartWorld(request->job_id(), FromProto(request->world()));
     if (job.ok()) ToProto(*job, response);
     return job.status();
   });

@@ -19,6 +19,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "executor/client/client.h"
 #include "executor/jobs/job_manager.h"
 #include "proto/executor.grpc.pb.h"
 
@@ -32,6 +33,10 @@ struct ServiceOptions {
   std::string auth_token;
   // Models uploaded with SubmitJob may be at most this large.
   uint64_t max_model_bytes = 256ull << 20;
+  // How this daemon calls the other daemons of a world job (to pass a
+  // cancel on, to ask for their ranks' progress): the token and TLS roots
+  // they want, as a client's (the address is each peer's).
+  ClientOptions peer;
 };
 
 class ExecutorService final : public proto::Executor::CallbackService {
@@ -59,6 +64,9 @@ class ExecutorService final : public proto::Executor::CallbackService {
   grpc::ServerUnaryReactor* GetJobLogs(grpc::CallbackServerContext* context,
                                        const proto::GetJobLogsRequest* request,
                                        proto::GetJobLogsResponse* response) override;
+  grpc::ServerUnaryReactor* StartWorldJob(grpc::CallbackServerContext* context,
+                                          const proto::StartWorldJobRequest* request,
+                                          proto::Job* response) override;
 
  private:
   // OK, or UNAUTHENTICATED when a token is required and not presented.
@@ -67,6 +75,12 @@ class ExecutorService final : public proto::Executor::CallbackService {
   // call with its status. Synchronous: `work` runs on gRPC's thread.
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                    const std::function<absl::Status()>& work);
+
+  // A world job's other ranks, as their daemons report them (those that do
+  // not answer within a few seconds say so), into `out`.
+  void AddRanks(const JobRecord& job, proto::Job* out) const;
+  // Passes a cancel on to a world job's other ranks; the ones not reached.
+  std::vector<std::string> CancelPeers(const JobRecord& job) const;
 
   JobManager* const manager_;
   const ServiceOptions options_;
