@@ -186,12 +186,20 @@ std::string Collective::WhoIsGone() {
 Collective::Collective(CollectiveOptions options, std::unique_ptr<Group> group)
     : options_(std::move(options)), group_(std::move(group)) {}
 
-Collective::~Collective() = default;
+Collective::~Collective() {
+  // After a failed exchange, rank 0 keeps the store (and its heartbeats) up
+  // a while longer, so that the other survivors can still tell which rank
+  // is gone instead of blaming rank 0 for leaving.
+  if (failed_ && options_.rank == 0 && options_.world_size > 2) {
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(group_->interval * 8));
+  }
+}
 
 absl::Status Collective::Run(const char* what, uint64_t bytes, const std::function<void()>& op) {
   try {
     op();
   } catch (const std::exception& e) {
+    failed_ = true;
     const std::string gone = WhoIsGone();
     const std::string detail = std::string(e.what()).substr(0, 300);
     if (!gone.empty()) {

@@ -90,6 +90,7 @@ class Collective {
   CollectiveOptions options_;
   std::unique_ptr<Group> group_;
   uint64_t bytes_ = 0;
+  bool failed_ = false;  // An exchange failed.
 };
 
 }  // namespace harmony::executor
