@@ -25,6 +25,7 @@
 #include "common/json_config.h"
 #include "common/units.h"
 #include "executor/client/client.h"
+#include "executor/client/job_text.h"
 #include "executor/client/world_submit.h"
 #include "proto/executor.pb.h"
 
@@ -34,6 +35,13 @@ namespace {
 
 using harmony::common::FormatBytes;
 using harmony::executor::ExecutorClient;
+using harmony::executor::Ended;
+using harmony::executor::PrintDevices;
+using harmony::executor::PrintJob;
+using harmony::executor::PrintList;
+using harmony::executor::ProgressLine;
+using harmony::executor::StateName;
+using harmony::executor::ToJson;
 
 constexpr char kUsage[] =
     "Usage: harmony-ctl [--address HOST:PORT] [--token-file F] [--tls-ca CA] [--json]\n"
@@ -77,56 +85,6 @@ int ExitCode(const absl::Status& s) {
 int Fail(const absl::Status& s) {
   std::cerr << "harmony-ctl: " << s.message() << "\n";
   return ExitCode(s);
-}
-
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
-  return out;
-}
-
-std::string StateName(int state) {
-  return harmony::proto::JobState_Name(static_cast<harmony::proto::JobState>(state));
-}
-
-bool Ended(int state) {
-  return state == harmony::proto::SUCCEEDED || state == harmony::proto::FAILED ||
-         state == harmony::proto::CANCELLED;
-}
-
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-
-std::string Clock(const google::protobuf::Timestamp& t) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S", FromProto(t), absl::LocalTimeZone());
-}
-
-std::string Eta(double seconds) {
-  return absl::FormatDuration(absl::Seconds(static_cast<int64_t>(seconds + 0.5)));
-}
-
-// Swap traffic of the last iteration per second of it.
-std::string SwapRate(const harmony::proto::Progress& p) {
-  if (p.iteration_seconds() <= 0) return "-";
-  return harmony::common::FormatBandwidth((p.swap_in_bytes() + p.swap_out_bytes()) /
-                                         p.iteration_seconds());
-}
-
-std::string ProgressLine(const harmony::proto::Progress& p, bool bar) {
-  std::string out;
-  if (bar) {
-    const int width = 24;
-    const int filled = p.iterations() > 0 ? width * p.iteration() / p.iterations() : 0;
-    out = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ");
-  }
-  absl::StrAppendFormat(&out, "iteration %d/%d  loss %.4f  %.1f samples/s  swap %s%s  ETA %s",
-                        p.iteration(), p.iterations(), p.loss(), p.samples_per_s(), SwapRate(p),
-                        p.emulated_link() ? " (emulated link)" : "", Eta(p.eta_s()));
-  return out;
 }
 
 // The value of environment variable `name`, or `otherwise` when unset or
@@ -435,90 +393,6 @@ int Submit(const std::vector<std::string>& args) {
   return Watch(**client, response->job_id(), common.json);
 }
 
-void PrintJob(const harmony::proto::Job& j) {
-  std::cout << j.id() << (j.name().empty() ? "" : absl::StrCat(" (", j.name(), ")")) << ": "
-            << StateName(j.state()) << (j.reason().empty() ? "" : ": ") << j.reason() << "\n";
-  std::cout << "  plan: " << j.mode() << " on " << j.num_devices() << " devices of "
-            << FormatBytes(j.device_memory_bytes()) << ", host memory "
-            << FormatBytes(j.host_memory_bytes()) << "\n";
-  std::cout << "  model: " << j.model_path() << " (sha256 " << j.model_sha256().substr(0, 16)
-            << "...)\n  data: " << j.data_path() << "\n";
-  if (!j.output_path().empty()) std::cout << "  output: " << j.output_path() << "\n";
-  if (!j.checkpoint_path().empty()) {
-    std::cout << "  checkpoint: " << j.checkpoint_path() << " (iteration "
-              << j.checkpoint_iteration() << ")\n";
-  }
-  if (j.resumed_from_iteration() >= 0) {
-    std::cout << "  resumed from iteration " << j.resumed_from_iteration()
-              << (j.resume_from().empty() ? "" : absl::StrCat(" (", j.resume_from(), ")")) << "\n";
-  }
-  if (j.has_world() && j.world().daemons_size() > 1) {
-    const auto& w = j.world();
-    std::cout << "  world " << w.world_id() << ": rank " << w.rank() << " of "
-              << w.daemons_size() << (j.held() ? ", held until every daemon has admitted it" : "")
-              << (w.store().empty() ? "" : absl::StrCat(", store ", w.store()))
-              << (w.shard_optimizer_state() ? ", optimizer state sharded" : "") << "\n";
-    for (const auto& r : j.ranks()) {
-      std::cout << "    rank " << r.rank() << ": " << r.daemon() << " "
-                << (r.job_id().empty() ? "?" : r.job_id()) << " ";
-      if (!r.unreachable().empty()) {
-        std::cout << "unreachable: " << r.unreachable() << "\n";
-      } else {
-        std::cout << StateName(r.state()) << ", iteration " << r.iteration()
-                  << (r.reason().empty() ? "" : absl::StrCat(": ", r.reason())) << "\n";
-      }
-    }
-  }
-  if (!j.kept_model_path().empty()) {
-    std::cout << "  trained model kept at: " << j.kept_model_path() << "\n";
-  }
-  const auto& o = j.optimizer();
-  std::cout << "  optimizer: " << absl::AsciiStrToLower(harmony::proto::OptimizerKind_Name(o.kind()))
-            << ", lr " << o.learning_rate() << ", " << j.iterations() << " iterations";
-  if (!j.devices().empty()) {
-    std::cout << ", devices " << absl::StrJoin(j.devices(), ",");
-  }
-  std::cout << "\n";
-  if (j.has_progress()) std::cout << "  progress: " << ProgressLine(j.progress(), false) << "\n";
-  std::cout << "  history:\n";
-  for (const auto& c : j.history()) {
-    std::cout << "    " << Clock(c.time()) << "  " << StateName(c.state())
-              << (c.reason().empty() ? "" : "  ") << c.reason() << "\n";
-  }
-}
-
-void PrintList(const std::vector<harmony::proto::Job>& jobs) {
-  if (jobs.empty()) {
-    std::cout << "no jobs\n";
-    return;
-  }
-  std::cout << absl::StrFormat("%-9s %-12s %-10s %-11s %-9s %-8s %-19s %s\n", "JOB", "NAME",
-                               "STATE", "ITERATION", "LOSS", "DEVICES", "SUBMITTED", "REASON");
-  for (const auto& j : jobs) {
-    std::string reason = j.reason();
-    if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
-    std::cout << absl::StrFormat(
-        "%-9s %-12s %-10s %-11s %-9s %-8s %-19s %s\n", j.id(), j.name().substr(0, 12),
-        StateName(j.state()),
-        j.has_progress() ? absl::StrCat(j.progress().iteration(), "/", j.iterations())
-                         : absl::StrCat("0/", j.iterations()),
-        j.has_progress() ? absl::StrFormat("%.4f", j.progress().loss()) : "-",
-        j.devices().empty() ? "-" : absl::StrJoin(j.devices(), ","), Clock(j.submitted_at()),
-        reason);
-  }
-}
-
-void PrintDevices(const harmony::proto::GetDevicesResponse& d) {
-  for (const auto& dev : d.devices()) {
-    std::cout << absl::StrFormat("%-7s %10s used of %-10s %s\n", dev.name(),
-                                 FormatBytes(dev.used_bytes()), FormatBytes(dev.memory_bytes()),
-                                 dev.job_id().empty() ? "free" : dev.job_id());
-  }
-  std::cout << "host: " << FormatBytes(d.host_reserved_bytes()) << " reserved by running jobs of "
-            << FormatBytes(d.host_memory_bytes()) << "\n";
-}
-
-// status, list, watch, logs, cancel, devices.
 int Simple(const std::string& command, const std::vector<std::string>& args) {
   Common common;
   std::string job;
