@@ -246,6 +246,12 @@ int Run(const std::vector<std::string>& args) {
     if (!same.ok()) return Fail(same);
     options.world = harmony::executor::MakeWorld(*world, vm.count("shard-optimizer-state") > 0);
   }
+  const uint32_t planned_servers = std::max<uint32_t>(1, plan->config().servers());
+  if (planned_servers != static_cast<uint32_t>(world_size)) {
+    std::cout << "note: the plan was made for " << planned_servers << " server(s) (harmony-plan "
+              << "--servers), this run has " << world_size
+              << ": its time estimate does not count this world's gradient exchanges\n";
+  }
   auto runtime = harmony::executor::Runtime::Create(*plan, model, options);
   if (!runtime.ok()) return Fail(runtime.status());
   const int device_threads = (*runtime)->threads_per_device();

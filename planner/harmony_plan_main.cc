@@ -361,8 +361,10 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 
 int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
-      mode = "auto", schedule = "harmony", packs_text, host_link_text;
-  int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0;
+      mode = "auto", schedule = "harmony", packs_text, host_link_text, network_text = "1.25GB/s",
+      latency_text = "50us";
+  int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
+      servers = 1;
   double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd", loss = "auto", loss_output;
   po::options_description flags(
@@ -401,6 +403,17 @@ int Plan(const std::vector<std::string>& args) {
       ("host-link", po::value(&host_link_text),
        "host<->device bandwidth shared by the devices, e.g. 12GB/s (default: "
        "the profile's measurement)")
+      ("servers", po::value(&servers)->default_value(1),
+       "servers training together, data parallel, each with --gpus devices and "
+       "--minibatch samples of a servers x minibatch global one (harmony-exec run "
+       "--world-size, harmony-ctl submit --world): the prediction includes summing the "
+       "gradients across them")
+      ("network", po::value(&network_text)->default_value(network_text),
+       "with --servers: each server's network bandwidth (1.25GB/s = 10 Gb/s)")
+      ("network-latency", po::value(&latency_text)->default_value(latency_text),
+       "with --servers: one message's latency")
+      ("shard-optimizer-state",
+       "with --servers: each server keeps 1/servers of the optimizer state (ZeRO-1)")
       ("granularity", po::value(&granularity)->default_value(0),
        "vLayers when profiling: 0 = one per block, N = about N")
       ("threads-per-device", po::value(&threads_per_device)->default_value(0),
@@ -505,6 +518,19 @@ int Plan(const std::vector<std::string>& args) {
   options.time_tolerance = tolerance;
   options.host_link = *host_link;
   options.progress = progress;
+  if (servers < 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--servers ", servers, ": at least 1")));
+  }
+  options.network.servers = servers;
+  if (servers > 1) {
+    auto network = harmony::common::ParseBandwidth(network_text);
+    if (!network.ok()) return Fail(network.status());
+    auto latency = harmony::common::ParseDuration(latency_text);
+    if (!latency.ok()) return Fail(latency.status());
+    options.network.bytes_per_s = *network;
+    options.network.latency_s = absl::ToDoubleSeconds(*latency);
+    options.network.shard_optimizer_state = vm.count("shard-optimizer-state") > 0;
+  }
   if (mode == "vpp") {
     options.mode = harmony::planner::Mode::kVpp;
   } else if (mode == "vdp") {
@@ -599,8 +625,15 @@ int SimulatePlan(const std::vector<std::string>& args) {
   if (!plan.ok()) return Fail(plan.status());
   absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
   if (!host_link.ok()) return Fail(host_link.status());
+  harmony::planner::NetworkModel network;  // The world the plan is for.
+  if (plan->config().servers() > 1) {
+    network.servers = static_cast<int>(plan->config().servers());
+    network.bytes_per_s = plan->config().network_bytes_per_s();
+    network.latency_s = plan->config().network_latency_s();
+    network.shard_optimizer_state = plan->config().shard_optimizer_state();
+  }
   auto cost = harmony::planner::CostModel::Create(harmony::planner::ProfileOfPlan(*plan),
-                                                  *host_link);
+                                                  *host_link, network);
   if (!cost.ok()) return Fail(cost.status());
   auto graph = harmony::planner::TaskGraphFromPlan(*plan);
   if (!graph.ok()) return Fail(graph.status());

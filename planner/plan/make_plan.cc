@@ -22,7 +22,7 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
   }
   MadePlan made;
   absl::StatusOr<std::shared_ptr<const CostModel>> cost =
-      CostModel::Create(profile, o.host_link);
+      CostModel::Create(profile, o.host_link, o.network);
   if (!cost.ok()) return cost.status();
   made.cost = *std::move(cost);
 
@@ -78,6 +78,14 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
       *made.cost, baseline, made.result.graph.config.backward_microbatch);
   if (ondemand.ok()) made.ondemand = std::move(ondemand->sim);
   made.plan = BuildPlan(profile, made.result.graph, made.result.sim, made.ondemand);
+  if (o.network.servers > 1) {
+    proto::Configuration& c = *made.plan.mutable_config();
+    c.set_servers(static_cast<uint32_t>(o.network.servers));
+    c.set_network_bytes_per_s(o.network.bytes_per_s);
+    c.set_network_latency_s(o.network.latency_s);
+    c.set_shard_optimizer_state(o.network.shard_optimizer_state);
+    made.plan.mutable_estimates()->set_network_bytes_per_server(made.result.sim.network_bytes);
+  }
   return made;
 }
 

@@ -37,6 +37,8 @@ struct MakePlanOptions {
   // > 0: plan for this host link (bytes/s per direction) instead of the
   // profile's measurement.
   double host_link = 0;
+  // The world of servers it is for (one by default).
+  NetworkModel network;
   std::function<void(const std::string&)> progress;
 };
 

@@ -177,8 +177,18 @@ std::string PlanSummary(const proto::Plan& plan) {
                           100.0 * e.device_peak_bytes(d) /
                               std::max<uint64_t>(1, c.device_memory_bytes()));
   }
-  absl::StrAppendFormat(&out, "  host memory: %s\n",
-                        common::FormatBytes(e.host_memory_bytes()));
+  absl::StrAppendFormat(&out, "  host memory: %s%s\n", common::FormatBytes(e.host_memory_bytes()),
+                        c.servers() > 1 ? " per server" : "");
+  if (c.servers() > 1) {
+    absl::StrAppendFormat(
+        &out,
+        "  world: %d servers (global minibatch %d), %s network, %s latency; each sends %s per "
+        "iteration summing gradients%s\n",
+        c.servers(), c.servers() * c.minibatch(), common::FormatBandwidth(c.network_bytes_per_s()),
+        common::FormatTimeSpan(absl::Seconds(c.network_latency_s())),
+        common::FormatBytes(e.network_bytes_per_server()),
+        c.shard_optimizer_state() ? "; optimizer state sharded" : "");
+  }
   const uint64_t swap = HostBytes(e.swap());
   absl::StrAppendFormat(
       &out,

@@ -21,7 +21,13 @@ uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
-    const proto::ProfileFile& file, double host_link) {
+    const proto::ProfileFile& file, double host_link, const NetworkModel& network) {
+  if (network.servers < 1 ||
+      (network.servers > 1 && !(network.bytes_per_s > 0 && network.latency_s >= 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a world of ", network.servers, " servers needs a positive network bandwidth and a "
+        "latency >= 0; got ", network.bytes_per_s, " B/s and ", network.latency_s, " s"));
+  }
   const proto::Profile& p = file.profile();
   if (p.vlayers_size() == 0) {
     return absl::InvalidArgumentError("the profile has no vLayers");
@@ -50,6 +56,7 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
   m->bandwidths_.device_to_host = bw.device_to_host_bytes_per_s();
   m->bandwidths_.host_all_devices = bw.host_link_all_devices_bytes_per_s();
   m->bandwidths_.peer = bw.peer_bytes_per_s();
+  m->network_ = network;
   if (host_link > 0) {
     m->bandwidths_.host_to_device = host_link;
     m->bandwidths_.device_to_host = host_link;
@@ -353,6 +360,27 @@ uint64_t CostModel::OptimizerStateBytes(int begin, int end) const {
   uint64_t t = 0;
   for (int l = begin; l < end; ++l) t += sizes_[l].optimizer_state_bytes;
   return t;
+}
+
+uint64_t CostModel::ReduceBytesPerServer(int begin, int end) const {
+  const int s = network_.servers;
+  if (s <= 1) return 0;
+  return GradientBytes(begin, end) * 2 * static_cast<uint64_t>(s - 1) / static_cast<uint64_t>(s);
+}
+
+double CostModel::ReduceSeconds(int begin, int end) const {
+  const int s = network_.servers;
+  if (s <= 1 || GradientBytes(begin, end) == 0) return 0;
+  return static_cast<double>(ReduceBytesPerServer(begin, end)) / network_.bytes_per_s +
+         2.0 * (s - 1) * network_.latency_s;
+}
+
+double CostModel::IterationSyncSeconds() const {
+  const int s = network_.servers;
+  if (s <= 1) return 0;
+  // The loss, the stop and checkpoint decisions, and the buffers.
+  return 3 * 2.0 * (s - 1) * network_.latency_s +
+         static_cast<double>(BufferBytes(0, num_layers())) / network_.bytes_per_s;
 }
 
 double CostModel::UpdateSeconds(int begin, int end) const {

@@ -72,6 +72,20 @@ struct LinkBandwidths {
   double peer = 0;
 };
 
+// The servers of a data-parallel world and the network between them
+// (issue 20, DESIGN.md §8): each vLayer's gradients are summed across the
+// servers on the host's update thread before its update (a ring allreduce:
+// 2 (S - 1) / S of the bytes each way, 2 (S - 1) steps of latency), and
+// each iteration ends with a few small exchanges (loss, stop, buffers).
+struct NetworkModel {
+  int servers = 1;
+  double bytes_per_s = 1.25e9;  // 10 Gb/s.
+  double latency_s = 50e-6;
+  // ZeRO-1: each server keeps 1 / servers of the optimizer state (reduce to
+  // the owner and broadcast: the same bytes as an allreduce).
+  bool shard_optimizer_state = false;
+};
+
 class CostModel {
  public:
   // Validates `file` (vLayers present, sizes increasing, bandwidths
@@ -79,12 +93,20 @@ class CostModel {
   // `host_link` > 0 replaces the profile's host<->device bandwidths (bytes
   // per second, per direction, shared by all devices): to plan for another
   // machine's link, or a link in balance with this machine's compute.
+  // `network`: the world the plan is for (one server by default).
   static absl::StatusOr<std::shared_ptr<const CostModel>> Create(
-      const proto::ProfileFile& file, double host_link = 0);
+      const proto::ProfileFile& file, double host_link = 0, const NetworkModel& network = {});
 
   int num_layers() const { return static_cast<int>(sizes_.size()); }
   const LayerSizes& sizes(int layer) const { return sizes_[layer]; }
   const LinkBandwidths& bandwidths() const { return bandwidths_; }
+  const NetworkModel& network() const { return network_; }
+  // Summing [begin, end)'s gradients across the servers (0 for one).
+  double ReduceSeconds(int begin, int end) const;
+  // Bytes each server sends for it (a ring allreduce's 2 (S - 1) / S).
+  uint64_t ReduceBytesPerServer(int begin, int end) const;
+  // The small exchanges that end each iteration across servers.
+  double IterationSyncSeconds() const;
   uint64_t device_memory() const { return device_memory_; }
   // Largest microbatch whose forward / backward fits every vLayer.
   int max_forward_microbatch() const { return max_forward_; }
@@ -187,6 +209,7 @@ class CostModel {
   // synthesized one): vLayers then form a chain.
   std::vector<std::vector<std::pair<int, int>>> inputs_;
   LinkBandwidths bandwidths_;
+  NetworkModel network_;
   uint64_t device_memory_ = 0;
   int max_forward_ = 0;
   int max_backward_ = 0;

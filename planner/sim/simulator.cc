@@ -192,7 +192,11 @@ class Sim {
         return absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-", t.vlayers.end - 1);
       });
       if (t.kind == TaskKind::kUpdate) {
-        Add(-1, kCompute, kNoLink, m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end),
+        // Across servers the update thread first sums the gradients over
+        // the network, then steps (HostStore::Update).
+        Add(-1, kCompute, kNoLink,
+            m_.ReduceSeconds(t.vlayers.begin, t.vlayers.end) +
+                m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end),
             gradients_out[t.id], Name([&] { return label; }));
         continue;
       }
@@ -594,8 +598,13 @@ class Sim {
       }
     }
     const int layers = m_.num_layers();
+    const NetworkModel& net = m_.network();
+    const uint64_t state = m_.OptimizerStateBytes(0, layers);
     r.host_memory = m_.WeightBytes(0, layers) + m_.GradientBytes(0, layers) +
-                    m_.OptimizerStateBytes(0, layers) + stash + r.swap.activations_out;
+                    (net.shard_optimizer_state ? (state + net.servers - 1) / net.servers : state) +
+                    stash + r.swap.activations_out;
+    r.network_bytes = m_.ReduceBytesPerServer(0, layers);
+    r.iteration_s += m_.IterationSyncSeconds();
     return r;
   }
 

@@ -17,7 +17,8 @@
 // order from when the task starts), computes, and sends its outputs (to
 // the host on the swap-out stream); a backward task then reduces (vDP) and
 // sends its gradients out on the swap-out stream, and the update runs on
-// the CPU as soon as they land. A device's tasks run one after another, as
+// the CPU as soon as they land (across servers, after its gradients are
+// summed over the network on the same thread: CostModel::ReduceSeconds). A device's tasks run one after another, as
 // the runtime runs them: a task starts once the previous one has computed,
 // sent to its peers and reduced; its copies to the host go on beside the
 // next task, as the runtime's copy-out stream runs them.
@@ -84,6 +85,8 @@ struct SimResult {
   SwapTotals swap;
   std::vector<uint64_t> device_peak;
   uint64_t host_memory = 0;  // Master weights, gradients, optimizer state, stashes.
+  // Bytes each server sends per iteration across a world (0 for one).
+  uint64_t network_bytes = 0;
   bool fits = true;          // Every device's peak within its memory.
   std::vector<TraceEvent> events;
 };

@@ -96,6 +96,56 @@ TEST(SimulatorTest, GradientsLeaveWhileTheNextPackComputes) {
   EXPECT_GE(r->device_peak[0], static_cast<uint64_t>(3 * kMiB));
 }
 
+// Across servers (issue 20): each update first sums its gradients over the
+// network on the host's update thread (a ring allreduce of 2 (S - 1) / S of
+// the bytes plus 2 (S - 1) latencies), and sharded state divides the host's
+// optimizer state by the servers.
+TEST(SimulatorTest, AWorldOfServersSumsEachPacksGradientsBeforeItsUpdate) {
+  FakeProfileOptions o;
+  o.layers = 2;
+  Config c;
+  c.num_devices = 1;
+  c.device_memory = 1 << 30;
+  c.minibatch = 2;
+  c.forward_packs = {{0, 1}};
+  c.backward_packs = {{0, 1}, {1, 2}};
+  auto one = *CostModel::Create(MakeFakeProfile(o));
+  NetworkModel net;
+  net.servers = 4;
+  net.bytes_per_s = 1e8;
+  net.latency_s = 1e-4;
+  auto four = *CostModel::Create(MakeFakeProfile(o), 0, net);
+  net.shard_optimizer_state = true;
+  auto sharded = *CostModel::Create(MakeFakeProfile(o), 0, net);
+  auto g = BuildTaskGraph(*one, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto alone = *Simulate(*one, *g, true);
+  auto world = *Simulate(*four, *g, true);
+  auto shard = *Simulate(*sharded, *g, true);
+  // 1 MiB of gradients per vLayer: 1.5 MiB sent at 100 MB/s, 6 latencies.
+  const double reduce = 1.5 * kMiB / 1e8 + 6e-4;
+  for (const char* update : {"update 0-0", "update 1-1"}) {
+    const TraceEvent& a = Event(alone, update);
+    const TraceEvent& w = Event(world, update);
+    EXPECT_NEAR((w.end_s - w.start_s) - (a.end_s - a.start_s), reduce, 1e-9) << update;
+  }
+  // Pack 1's reduction overlaps pack 0's backward: the iteration grows by
+  // less than both reductions (plus the end-of-iteration exchanges: 18
+  // latencies, no buffers).
+  EXPECT_GT(world.iteration_s, alone.iteration_s + reduce);
+  EXPECT_LT(world.iteration_s, alone.iteration_s + 2 * reduce + 18e-4 + 1e-9);
+  EXPECT_EQ(alone.network_bytes, 0u);
+  EXPECT_EQ(world.network_bytes, 3u << 20);  // 2 MiB x 2 x 3 / 4.
+  // Optimizer state (SGD momentum in the fake profile: 1 MiB per vLayer)
+  // is a quarter per server when sharded.
+  EXPECT_EQ(world.host_memory, alone.host_memory);
+  EXPECT_EQ(alone.host_memory - shard.host_memory,
+            one->OptimizerStateBytes(0, 2) - one->OptimizerStateBytes(0, 2) / 4);
+  // A world needs a network.
+  net.bytes_per_s = 0;
+  EXPECT_FALSE(CostModel::Create(MakeFakeProfile(o), 0, net).ok());
+}
+
 TEST(SimulatorTest, OverTheCapDoesNotFit) {
   auto m = Model(2);
   Config c;
