@@ -2,7 +2,7 @@
 // runtime, and the limits (issue 7). Run it with scripts/bench.sh.
 //
 //   harmony-bench [--quick] [--runs 3] [--out-dir docs/bench]
-//                 [--sections link,schedules,overhead,optimizer,planner,external]
+//                 [--sections link,schedules,overhead,optimizer,planner,external,world]
 //   harmony-bench --report-only [--out-dir docs/bench]
 //
 // Writes results.json, REPORT.md and SVG charts into --out-dir. Exits 1 when
@@ -32,7 +32,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr char kAllSections[] = "link,schedules,overhead,optimizer,planner,external";
+constexpr char kAllSections[] = "link,schedules,overhead,optimizer,planner,external,world";
 
 // Adds a section's checks to the run's list.
 void TakeChecks(json& section, json& checks) {
@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   if (wanted("optimizer")) record("optimizer", harmony::bench::BenchOptimizer(options));
   if (wanted("planner")) record("planner", harmony::bench::BenchPlanner(options));
   if (wanted("external")) record("external", harmony::bench::BenchExternal(options, testdata));
+  if (wanted("world")) record("world", harmony::bench::BenchWorld(options));
   results["duration_s"] = total.seconds();
 
   absl::Status written = harmony::common::WriteFileAtomically(results_path, results.dump(1));

@@ -598,6 +598,46 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
     md += "\n";
   }
 
+  // --- 8.
+  if (results.contains("world")) {
+    const json& w = results["world"];
+    absl::StrAppendFormat(
+        &md,
+        "## 8. Several servers (data parallel on loopback)\n\n"
+        "A world of %d servers on this machine: each a runtime with one virtual device of %s "
+        "(the model has %s of weights: it swaps) computing on one core, minibatch %d each "
+        "(%s, microbatch %d), SGD with momentum; gradients summed through c10d Gloo over "
+        "loopback (measured here: %s per allreduce stream, %s per message; the plan is "
+        "made with `--servers %d` on these figures). \"Side by side\" runs the same %d "
+        "servers at once without joining them: what sharing this machine's cores costs by "
+        "itself, so world / side by side is the exchange's own cost. Sent bytes are what the "
+        "process wrote to its sockets (/proc/self/io wchar) in the timed iterations, per "
+        "server; the bound is a ring allreduce's 2 (S - 1) / S x the gradient bytes.\n\n"
+        "| | iteration | simulated | error |\n|---|---|---|---|\n"
+        "| one server | %s | %s | %+.0f%% |\n"
+        "| %d servers side by side, not joined | %s | | |\n"
+        "| world of %d | %s | %s | %+.0f%% |\n\n"
+        "World / one server: %.2fx; world / side by side: %.2fx (ideal 1.00 for both: weak "
+        "scaling, each server trains the same minibatch). Sent per server per iteration: %s, "
+        "%.2fx the ring bound of %s (gradients %s). The ranks' weights ended identical: %s.\n\n",
+        w["servers"].get<int>(), Bytes(w["device_memory_bytes"].get<double>()),
+        Bytes(w["weight_bytes"].get<double>()), w["minibatch_per_server"].get<int>(),
+        w["mode"].get<std::string>(), w["microbatch"].get<int>(),
+        common::FormatBandwidth(w["network_bytes_per_s"].get<double>()),
+        Seconds(w["network_latency_s"].get<double>()), w["servers"].get<int>(),
+        w["servers"].get<int>(), TimeCell(w["one_server_iteration_s"]),
+        Seconds(w["one_server_simulated_s"].get<double>()),
+        100 * w["one_server_sim_error"].get<double>(), w["servers"].get<int>(),
+        TimeCell(w["side_by_side_iteration_s"]), w["servers"].get<int>(),
+        TimeCell(w["world_iteration_s"]), Seconds(w["world_simulated_s"].get<double>()),
+        100 * w["world_sim_error"].get<double>(), w["world_over_one"].get<double>(),
+        w["world_over_side_by_side"].get<double>(),
+        Bytes(w["sent_bytes_per_server_per_iteration"].get<double>()),
+        w["sent_over_bound"].get<double>(), Bytes(w["ring_allreduce_bound_bytes"].get<double>()),
+        Bytes(w["gradient_bytes"].get<double>()),
+        w["ranks_identical"].get<bool>() ? "yes, bit for bit" : "NO");
+  }
+
   // --- Checks.
   int passed = 0;
   std::vector<std::string> failed;

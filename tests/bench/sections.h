@@ -60,6 +60,12 @@ absl::StatusOr<nlohmann::json> BenchPlanner(const BenchOptions& options);
 absl::StatusOr<nlohmann::json> BenchExternal(const BenchOptions& options,
                                              const std::string& testdata_dir);
 
+// The multi-server row (issue 20): a world of 2 servers on loopback (a
+// runtime each, one device and one core each) against one server alone,
+// simulated against measured, bytes sent per server per iteration against
+// a ring allreduce's 2 (S - 1) / S x gradient bytes.
+absl::StatusOr<nlohmann::json> BenchWorld(const BenchOptions& options);
+
 }  // namespace harmony::bench
 
 #endif  // HARMONY_TESTS_BENCH_SECTIONS_H_
