@@ -364,7 +364,7 @@ int Plan(const std::vector<std::string>& args) {
       mode = "auto", schedule = "harmony", packs_text, host_link_text, network_text = "1.25GB/s",
       latency_text = "50us";
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
-      servers = 1;
+      servers = 1, global_minibatch = 0;
   double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd", loss = "auto", loss_output;
   po::options_description flags(
@@ -380,7 +380,10 @@ int Plan(const std::vector<std::string>& args) {
       ("gpus", po::value(&gpus), "devices to plan for (required)")
       ("device-memory", po::value(&memory_text),
        "memory of each device, e.g. 11GiB (required)")
-      ("minibatch", po::value(&minibatch), "samples per iteration (required)")
+      ("minibatch", po::value(&minibatch),
+       "samples per iteration (required; with --servers, each server's)")
+      ("global-minibatch", po::value(&global_minibatch),
+       "with --servers: the world's minibatch instead, divided among the servers")
       ("sample-input", po::value(&sample_path),
        "torch.save file with a sample input (to profile the model)")
       ("profile", po::value(&profile_path),
@@ -434,6 +437,22 @@ int Plan(const std::vector<std::string>& args) {
   if (gpus < 1 || memory_text.empty() || out.empty()) {
     std::cerr << "harmony-plan: need --gpus, --device-memory and -o (see --help)\n";
     return 2;
+  }
+  if (global_minibatch > 0) {
+    if (minibatch > 0) {
+      std::cerr << "harmony-plan: give --minibatch (each server's) or --global-minibatch, not "
+                   "both\n";
+      return 2;
+    }
+    const int s = std::max(1, servers);
+    if (global_minibatch % s != 0) {
+      const int below = std::max(s, global_minibatch / s * s);
+      std::cerr << "harmony-plan: --global-minibatch " << global_minibatch
+                << " does not divide among " << s << " servers (--servers): each server "
+                << "trains an equal slice; try " << below << " or " << below + s << "\n";
+      return 2;
+    }
+    minibatch = global_minibatch / s;
   }
   if (minibatch < 1) {
     std::cerr << "harmony-plan: --minibatch is required (samples per iteration, at "

@@ -276,6 +276,26 @@ TEST(WorldCliTest, ServersThatDoNotAgreeOrLeaveEndTheJobWithTheReason) {
                               "0.02"))
         << log;
   }
+  // Another model on rank 1.
+  Zoo("mlp --depth 2 --width 32 --samples 48", "bad_other");
+  const std::string other = Plan("bad_other", "1MiB", 8);
+  logs = RunWorld(2, "--iterations 2 --devices cpu:2x1MiB", [&](int r) {
+    return r == 0 ? absl::StrCat(each, " --model ", Tmp("bad.pt"), " --data ", Tmp("bad_data.pt"))
+                  : absl::StrCat(other, " --model ", Tmp("bad_other.pt"), " --data ",
+                                 Tmp("bad_other_data.pt"));
+  });
+  for (const std::string& log : logs) {
+    EXPECT_TRUE(Contains(log, "exit 1")) << log;
+    EXPECT_TRUE(Contains(log, "the servers do not run the same job: rank 1 has model sha256="))
+        << log;
+  }
+  // A global minibatch that does not divide among the servers.
+  auto plan = RunCommand(absl::StrCat(kPlan, " ", Tmp("bad.pt"), " --sample-input ",
+                                      Tmp("bad_data.pt"), " --gpus 2 --device-memory 1MiB "
+                                      "--servers 2 --global-minibatch 15 -o ", Tmp("bad15.pb")));
+  EXPECT_EQ(plan.exit_code, 2) << plan.output;
+  EXPECT_TRUE(Contains(plan.output, "--global-minibatch 15 does not divide among 2 servers"))
+      << plan.output;
   // Rank 0 alone in a world of 2.
   const auto start = std::chrono::steady_clock::now();
   auto r = RunCommand(absl::StrCat(kExec, " run ", run, "--iterations 2 --rank 0 --world-size 2 "

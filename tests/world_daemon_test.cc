@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decomposer.h"
+#include "common/files.h"
 #include "executor/client/client.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_process.h"
@@ -60,11 +61,13 @@ class WorldDaemonTest : public ::testing::Test {
   }
 
   // `n` daemons, each with 2 devices of 1 MiB and a state dir of its own.
-  static std::vector<std::unique_ptr<Daemon>> StartDaemons(int n, const std::string& name) {
+  static std::vector<std::unique_ptr<Daemon>> StartDaemons(int n, const std::string& name,
+                                                           const std::string& flags = "") {
     std::vector<std::unique_ptr<Daemon>> out;
     for (int r = 0; r < n; ++r) {
       out.push_back(Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x1MiB "
-                                               "--state-dir ", Tmp(absl::StrCat(name, r)))));
+                                               "--state-dir ", Tmp(absl::StrCat(name, r)), " ",
+                                               flags)));
       EXPECT_FALSE(out.back()->address().empty()) << out.back()->output();
     }
     return out;
@@ -222,6 +225,53 @@ TEST_F(WorldDaemonTest, CancelOnANonZeroRankCancelsEverywhere) {
   EXPECT_EQ(zero.checkpoint_iteration(), zero.progress().iteration());
   EXPECT_FALSE(zero.checkpoint_path().empty());
   EXPECT_TRUE(one.checkpoint_path().empty());
+}
+
+// Daemons with a token and TLS: the submitter's calls and the daemons' calls
+// to each other (status of the peers' ranks, a cancel passed on) use them.
+TEST_F(WorldDaemonTest, TokensAndTlsBetweenDaemons) {
+  auto r = RunCommand(absl::StrCat(
+      "printf s3cret > ", Tmp("token"), " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+      "-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ",
+      Tmp("key.pem"), " -out ", Tmp("cert.pem"), " 2>&1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto daemons = StartDaemons(2, "tls", absl::StrCat("--auth-token-file ", Tmp("token"),
+                                                     " --tls-cert ", Tmp("cert.pem"),
+                                                     " --tls-key ", Tmp("key.pem")));
+  const std::string auth =
+      absl::StrCat(" --token-file ", Tmp("token"), " --tls-ca ", Tmp("cert.pem"));
+  // Without the token: refused everywhere, nothing admitted.
+  r = RunCommand(Submit(daemons, absl::StrCat("--iterations 3 --tls-ca ", Tmp("cert.pem"))));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "admitted on none")) << r.output;
+  r = RunCommand(Submit(daemons, absl::StrCat("--iterations 1000000", auth)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> ids = JobIds(r.output);
+  ASSERT_EQ(ids.size(), 2u) << r.output;
+  // Status from rank 1's daemon reaches rank 0's over TLS with the token.
+  const auto start = std::chrono::steady_clock::now();
+  do {
+    r = RunCommand(daemons[1]->Ctl(absl::StrCat("status ", ids[1], auth)));
+  } while (!Contains(r.output, "rank 0: " + daemons[0]->address() + " " + ids[0] + " RUNNING") &&
+           Seconds(start) < 60);
+  EXPECT_TRUE(Contains(r.output, "rank 0: " + daemons[0]->address() + " " + ids[0] + " RUNNING"))
+      << r.output;
+  EXPECT_FALSE(Contains(r.output, "unreachable")) << r.output;
+  // A cancel on rank 0's daemon is passed on to rank 1's.
+  r = RunCommand(daemons[0]->Ctl(absl::StrCat("cancel ", ids[0], auth)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(Contains(r.output, "not reached")) << r.output;
+  executor::ClientOptions o;
+  o.address = daemons[1]->address();
+  o.token = "s3cret";
+  o.tls_root_certs = *common::ReadFileToString(Tmp("cert.pem"));
+  auto client = executor::ExecutorClient::Create(o);
+  proto::Job one;
+  const auto cancelled = std::chrono::steady_clock::now();
+  do {
+    one = *client->GetJob(ids[1], true);
+  } while (one.state() < proto::SUCCEEDED && Seconds(cancelled) < 30);
+  EXPECT_EQ(one.state(), proto::CANCELLED) << one.reason();
 }
 
 TEST_F(WorldDaemonTest, AWorldIsAdmittedEverywhereOrNowhere) {

@@ -187,21 +187,26 @@ void JobManager::Impl::Run(Job* job) {
     };
     double seconds = 0;
     for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
+      // What decides is what every rank agreed on: a cancel that arrives
+      // after the agreement waits for the next iteration.
+      bool stop = job->cancel.load();
       if (collective != nullptr) {
         // A cancel on any rank stops every rank before the same iteration.
-        const bool mine = job->cancel.load();
-        absl::StatusOr<bool> any = AnyRank(*collective, mine);
+        absl::StatusOr<bool> any = AnyRank(*collective, stop);
         if (!any.ok()) {
           status = common::Annotate(any.status(), absl::StrCat("before iteration ", i + 1));
           break;
         }
-        if (*any && !mine) {
+        if (*any && !stop) {
           absl::MutexLock lock(&mu);
           job->cancel.store(true);
-          ChangeState(*job, JobState::kCancelling, "cancelled on another rank of its world");
+          if (job->record.state == JobState::kRunning) {
+            ChangeState(*job, JobState::kCancelling, "cancelled on another rank of its world");
+          }
         }
+        stop = *any;
       }
-      if (job->cancel.load()) {
+      if (stop) {
         if (checkpoints && i > start_iteration && job->record.checkpoint_iteration != i &&
             writing_iteration != i) {
           status = take_checkpoint(i);
