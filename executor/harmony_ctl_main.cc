@@ -215,6 +215,7 @@ int Submit(const std::vector<std::string>& args) {
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
       resume, world_list;
   double world_timeout = 60;
+  bool shard = false;
   int64_t iterations = 0, checkpoint_interval = 0, keep_checkpoints = 2;
   double checkpoint_minutes = 0;
   uint64_t seed = 0;
@@ -300,6 +301,9 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("name", &name);
     config->Get("upload_model", &upload);
     config->Get("wait", &wait);
+    config->Get("world", &world_list);
+    config->Get("world_timeout", &world_timeout);
+    config->Get("shard_optimizer_state", &shard);
     if (absl::Status s = config->Finish(); !s.ok()) {
       std::cerr << "harmony-ctl: " << s.message() << "\n";
       return 2;
@@ -364,7 +368,7 @@ int Submit(const std::vector<std::string>& args) {
     if (!options.ok()) return Fail(options.status());
     harmony::executor::WorldSubmission world;
     world.daemons = harmony::executor::ParseWorldList(world_list);
-    world.shard_optimizer_state = vm.count("shard-optimizer-state") > 0;
+    world.shard_optimizer_state = shard || vm.count("shard-optimizer-state") > 0;
     world.timeout_s = world_timeout;
     auto job = harmony::executor::SubmitToWorld(*options, world, request);
     if (!job.ok()) return Fail(job.status());

@@ -91,4 +91,38 @@ echo "daemon log ($out/daemon.log):"
 sed 's/^/  /' "$out/daemon.log"
 
 echo
+echo "demo: 8. two servers: two daemons (here on this machine) train one job together, data"
+echo "         parallel, each on half of a global minibatch of 16, optimizer state sharded"
+bazel-bin/planner/harmony-plan "$out/gpt.pt" --sample-input "$out/gpt_data.pt" --gpus 2 \
+  --device-memory 2MiB --servers 2 --global-minibatch 16 -o "$out/gpt_world.plan.pb" \
+  2>/dev/null | grep -E "estimated iteration|world:"
+daemons=()
+addresses=()
+trap 'kill "${daemons[@]}" 2>/dev/null || true' EXIT
+for rank in 0 1; do
+  rm -rf "$out/world-state-$rank"
+  bazel-bin/executor/harmony-exec --listen 127.0.0.1:0 --devices cpu:2x2MiB \
+    --state-dir "$out/world-state-$rank" >"$out/world-daemon-$rank.log" 2>&1 &
+  daemons+=($!)
+  address=""
+  for _ in $(seq 1 300); do
+    address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$out/world-daemon-$rank.log" | head -1)
+    if [[ -n "$address" ]] || ! kill -0 "${daemons[$rank]}" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  if [[ -z "$address" ]]; then
+    echo "demo: daemon $rank did not start:"; cat "$out/world-daemon-$rank.log"; exit 1
+  fi
+  addresses+=("$address")
+done
+world="${addresses[0]},${addresses[1]}"
+bazel-bin/executor/harmony-ctl --address "${addresses[0]}" submit "$out/gpt_world.plan.pb" \
+  --model "$out/gpt.pt" --data "$out/gpt_data.pt" --iterations 10 --optimizer adamw \
+  --lr 0.003 --out "$out/gpt_world.pt" --world "$world" --shard-optimizer-state --wait
+bazel-bin/executor/harmony-ctl --address "${addresses[1]}" status job-1 | sed -n '1p;/world/,/rank 1:/p'
+kill -TERM "${daemons[@]}"
+wait "${daemons[@]}" || true
+trap - EXIT
+
+echo
 echo "demo: done; files in $out/"
