@@ -225,6 +225,21 @@ TEST_F(WorldDaemonTest, CancelOnANonZeroRankCancelsEverywhere) {
   EXPECT_EQ(zero.checkpoint_iteration(), zero.progress().iteration());
   EXPECT_FALSE(zero.checkpoint_path().empty());
   EXPECT_TRUE(one.checkpoint_path().empty());
+  // The world's checkpoint (2 x 8) resumes on one daemon planned at 16:
+  // resubmitted by job id to rank 0's daemon, for 2 more iterations.
+  const uint32_t at = zero.checkpoint_iteration();
+  r = RunCommand(daemons[0]->Ctl(absl::StrCat(
+      "submit ", Tmp("m16.pb"), " --model ", Tmp("m.pt"), " --data ", Tmp("m_data.pt"),
+      " --iterations ", at + 2, " --resume ", ids[0], " --wait")));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, absl::StrCat("iteration ", at + 2, "/", at + 2))) << r.output;
+  // On 3 daemons of 8 (a global minibatch of 24) it is refused, saying why.
+  auto third = StartDaemons(1, "cancel_third");
+  daemons.push_back(std::move(third[0]));
+  r = RunCommand(Submit(daemons, absl::StrCat("--iterations ", at + 2, " --resume ", ids[0],
+                                              " --wait")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "this run's is 24 (3 servers x 8)")) << r.output;
 }
 
 // Daemons with a token and TLS: the submitter's calls and the daemons' calls
