@@ -59,6 +59,21 @@ bazel-bin/executor/harmony-exec run "$out/gpt.plan.pb" --model "$out/gpt.pt" \
   --lr 0.003 --out "$out/gpt_harmony.pt" --metrics "$out/gpt.metrics.jsonl" \
   --trace "$out/gpt.exec_trace.json"
 
+# The address daemon $1 says it listens on in its log $2 (up to 30 s); exits
+# the demo with the log when it does not start.
+listening_address() {
+  local address=""
+  for _ in $(seq 1 300); do
+    address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$2" | head -1)
+    if [[ -n "$address" ]] || ! kill -0 "$1" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  if [[ -z "$address" ]]; then
+    echo "demo: the daemon did not start:" >&2; cat "$2" >&2; exit 1
+  fi
+  echo "$address"
+}
+
 echo
 echo "demo: 7. the daemon: start harmony-exec on 2 virtual 2 MiB devices, submit the job"
 echo "         with harmony-ctl, watch it train, list the jobs, stop the daemon"
@@ -67,15 +82,7 @@ bazel-bin/executor/harmony-exec --listen 127.0.0.1:0 --devices cpu:2x2MiB \
   --state-dir "$out/harmony-state" >"$out/daemon.log" 2>&1 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
-address=""
-for _ in $(seq 1 300); do  # Up to 30 s for it to say where it listens.
-  address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$out/daemon.log" | head -1)
-  if [[ -n "$address" ]] || ! kill -0 "$daemon" 2>/dev/null; then break; fi
-  sleep 0.1
-done
-if [[ -z "$address" ]]; then
-  echo "demo: the daemon did not start:"; cat "$out/daemon.log"; exit 1
-fi
+address=$(listening_address "$daemon" "$out/daemon.log")
 head -1 "$out/daemon.log"
 ctl() { bazel-bin/executor/harmony-ctl "$@" --address "$address"; }
 job=$(ctl submit --config configs/demo-job.json "$out/gpt.plan.pb" --model "$out/gpt.pt" \
@@ -104,15 +111,7 @@ for rank in 0 1; do
   bazel-bin/executor/harmony-exec --listen 127.0.0.1:0 --devices cpu:2x2MiB \
     --state-dir "$out/world-state-$rank" >"$out/world-daemon-$rank.log" 2>&1 &
   daemons+=($!)
-  address=""
-  for _ in $(seq 1 300); do
-    address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$out/world-daemon-$rank.log" | head -1)
-    if [[ -n "$address" ]] || ! kill -0 "${daemons[$rank]}" 2>/dev/null; then break; fi
-    sleep 0.1
-  done
-  if [[ -z "$address" ]]; then
-    echo "demo: daemon $rank did not start:"; cat "$out/world-daemon-$rank.log"; exit 1
-  fi
+  address=$(listening_address "${daemons[$rank]}" "$out/world-daemon-$rank.log")
   addresses+=("$address")
 done
 world="${addresses[0]},${addresses[1]}"
