@@ -55,13 +55,19 @@ struct Collective::Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   // Heartbeats: a connection of its own to the store, and the thread that
-  // counts "alive/<rank>" up every interval until `stop`.
+  // counts "alive/<rank>" up every interval until `stop` and reads every
+  // rank's count, noting when each last moved (guarded by `mu`): so a rank
+  // can tell who stopped first even after the store has gone too.
   c10::intrusive_ptr<c10d::TCPStore> beat_store;
   std::thread beat;
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
   absl::Duration interval;
+  std::vector<int64_t> counts;
+  std::vector<absl::Time> moved;
+  std::vector<std::string> who;  // Each rank's name, once read.
+  absl::Time store_lost = absl::InfiniteFuture();
 
   ~Group() {
     {
@@ -142,6 +148,9 @@ absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOpt
                                                " went away: ", std::string(e.what()).substr(0, 300)));
   }
   group->interval = std::min(absl::Milliseconds(500), options.timeout / 4);
+  group->counts.assign(options.world_size, -1);
+  group->moved.assign(options.world_size, absl::Now());
+  group->who.assign(options.world_size, "");
   Group* g = group.get();
   const int rank = options.rank;
   group->beat = std::thread([g, rank] {
@@ -149,8 +158,20 @@ absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOpt
     while (!g->cv.wait_for(lock, absl::ToChronoMilliseconds(g->interval), [g] { return g->stop; })) {
       try {
         g->beat_store->add(AliveKey(rank), 1);
+        for (size_t r = 0; r < g->counts.size(); ++r) {
+          const int64_t count = g->beat_store->add(AliveKey(static_cast<int>(r)), 0);
+          if (count != g->counts[r]) {
+            g->counts[r] = count;
+            g->moved[r] = absl::Now();
+          }
+          if (g->who[r].empty() && count > 0) {
+            std::vector<uint8_t> who = g->beat_store->get(WhoKey(static_cast<int>(r)));
+            g->who[r] = std::string(who.begin(), who.end());
+          }
+        }
       } catch (const std::exception&) {
-        return;  // The store is gone (rank 0 with it); exchanges will say so.
+        g->store_lost = absl::Now();  // Rank 0 with it; WhoIsGone tells.
+        return;
       }
     }
   });
@@ -158,27 +179,30 @@ absl::StatusOr<std::unique_ptr<Collective>> Collective::Join(const CollectiveOpt
 }
 
 std::string Collective::WhoIsGone() {
-  // Every rank's heartbeat now and two intervals later: the ones that did
-  // not move are gone. The store is rank 0's: if it is unreachable, rank 0
-  // is.
-  const int n = options_.world_size;
-  auto read = [&](std::vector<int64_t>& counts) {
-    counts.clear();
-    for (int r = 0; r < n; ++r) counts.push_back(group_->beat_store->add(AliveKey(r), 0));
-  };
-  std::vector<int64_t> before, after;
+  // The heartbeats go on a few intervals more, so a rank that just died
+  // shows as stopped; then the ranks whose counts stopped moving are gone.
+  // If the store (rank 0's) went away too, only the ranks that stopped well
+  // before it are; none: rank 0 is.
+  // A count is seen to move up to an interval after it did, and an alive
+  // rank's is seen to move at least every two intervals.
+  std::this_thread::sleep_for(absl::ToChronoMilliseconds(group_->interval * 5));
+  std::lock_guard<std::mutex> lock(group_->mu);
+  const absl::Time now = absl::Now();
+  const absl::Duration i = group_->interval;
   std::vector<std::string> gone;
-  try {
-    read(before);
-    std::this_thread::sleep_for(absl::ToChronoMilliseconds(group_->interval * 3));
-    read(after);
-    for (int r = 0; r < n; ++r) {
-      if (r == options_.rank || after[r] != before[r]) continue;
-      std::vector<uint8_t> who = group_->beat_store->get(WhoKey(r));
-      gone.push_back(absl::StrCat("rank ", r, " (", std::string(who.begin(), who.end()), ")"));
-    }
-  } catch (const std::exception&) {
-    return options_.rank == 0 ? "" : "rank 0 (the store's host)";
+  for (int r = 0; r < options_.world_size; ++r) {
+    if (r == options_.rank) continue;
+    const absl::Time moved = group_->moved[r];
+    const bool stopped = group_->store_lost == absl::InfiniteFuture()
+                             ? moved < now - i * 2.5
+                             : moved < group_->store_lost - i * 2.5;
+    if (!stopped) continue;
+    const std::string& who = group_->who[r];
+    gone.push_back(who.empty() ? absl::StrCat("rank ", r)
+                               : absl::StrCat("rank ", r, " (", who, ")"));
+  }
+  if (gone.empty() && group_->store_lost != absl::InfiniteFuture() && options_.rank != 0) {
+    return "rank 0 (the store's host)";
   }
   return absl::StrJoin(gone, ", ");
 }
