@@ -76,8 +76,9 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
-                                             int max_microbatch) {
+                                             int max_microbatch, int threads_per_device) {
   planner::ProfilerOptions p;
+  p.threads_per_device = threads_per_device;
   p.devices.kind = common::DeviceSpec::Kind::kCpu;
   p.devices.count = devices;
   p.devices.capacity = uint64_t{1} << 30;

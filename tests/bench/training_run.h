@@ -44,10 +44,12 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
                                              int samples);
 
 // Profiles on `devices` virtual devices of 1 GiB, microbatches up to
-// `max_microbatch`, medians of 3 timings.
+// `max_microbatch`, medians of 3 timings, each device on
+// `threads_per_device` intra-op threads (0: its share of the cores, as the
+// runtime's default).
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
-                                             int max_microbatch);
+                                             int max_microbatch, int threads_per_device = 0);
 
 // Parameter and buffer bytes; gradient bytes.
 uint64_t WeightBytes(const proto::ProfileFile& profile);

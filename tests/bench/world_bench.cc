@@ -97,7 +97,7 @@ absl::StatusOr<nlohmann::json> BenchWorld(const BenchOptions& o) {
       WriteBenchModel(o.work_dir, spec, minibatch * kServers);
   if (!model.ok()) return model.status();
   absl::StatusOr<proto::ProfileFile> profile =
-      ProfileOn(model->model_path, model->data, 1, minibatch);
+      ProfileOn(model->model_path, model->data, 1, minibatch, /*threads_per_device=*/1);
   if (!profile.ok()) return profile.status();
   double bandwidth = 0, latency = 0;
   absl::StatusOr<executor::CollectiveOptions> network = MeasureNetwork(&bandwidth, &latency);
