@@ -218,10 +218,8 @@ int Run(const std::vector<std::string>& args) {
   std::unique_ptr<harmony::executor::Collective> world;
   if (world_size > 1) {
     harmony::executor::CollectiveOptions co;
-    const size_t colon = store.rfind(':');
-    co.store_host = store.substr(0, colon);
-    if (colon == std::string::npos || !absl::SimpleAtoi(store.substr(colon + 1), &co.store_port)) {
-      std::cerr << "harmony-exec: --store wants HOST:PORT, got \"" << store << "\"\n";
+    if (absl::Status s = harmony::executor::ParseStoreAddress(store, co); !s.ok()) {
+      std::cerr << "harmony-exec: --store: " << s.message() << "\n";
       return 2;
     }
     co.rank = rank;

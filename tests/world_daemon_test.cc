@@ -95,6 +95,15 @@ class WorldDaemonTest : public ::testing::Test {
     return job.ok() ? *job : proto::Job();
   }
 
+  // Polls until the job on `d` has trained `iterations`, at most a minute.
+  static void WaitForIteration(const Daemon& d, const std::string& id, uint32_t iterations) {
+    const auto start = std::chrono::steady_clock::now();
+    while (Local(d, id).progress().iteration() < iterations && Seconds(start) < 60) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_GE(Local(d, id).progress().iteration(), iterations);
+  }
+
   // Polls until the job has ended on `d`, at most `limit_s`.
   static proto::Job WaitForEnd(const Daemon& d, const std::string& id, double limit_s) {
     const auto start = std::chrono::steady_clock::now();
@@ -174,11 +183,7 @@ TEST_F(WorldDaemonTest, KillNineOfOneDaemonFailsTheJobOnTheOthersNamingIt) {
   const std::vector<std::string> ids = JobIds(r.output);
   ASSERT_EQ(ids.size(), 3u) << r.output;
   // Training under way everywhere.
-  const auto start = std::chrono::steady_clock::now();
-  while (Local(*daemons[2], ids[2]).progress().iteration() < 2 && Seconds(start) < 60) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_GE(Local(*daemons[2], ids[2]).progress().iteration(), 2u);
+  ASSERT_NO_FATAL_FAILURE(WaitForIteration(*daemons[2], ids[2], 2));
   daemons[1]->Signal(SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
   for (int k : {0, 2}) {
@@ -210,10 +215,7 @@ TEST_F(WorldDaemonTest, CancelOnANonZeroRankCancelsEverywhere) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<std::string> ids = JobIds(r.output);
   ASSERT_EQ(ids.size(), 2u) << r.output;
-  const auto start = std::chrono::steady_clock::now();
-  while (Local(*daemons[0], ids[0]).progress().iteration() < 2 && Seconds(start) < 60) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  ASSERT_NO_FATAL_FAILURE(WaitForIteration(*daemons[0], ids[0], 2));
   r = RunCommand(daemons[1]->Ctl(absl::StrCat("cancel ", ids[1])));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const proto::Job zero = WaitForEnd(*daemons[0], ids[0], 30);

@@ -23,6 +23,7 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -49,6 +50,19 @@ int PickFreePort() {
   }
   close(fd);
   return port;
+}
+
+absl::Status ParseStoreAddress(const std::string& host_port, CollectiveOptions& options) {
+  const size_t colon = host_port.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(host_port.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the store \"", host_port, "\" is not HOST:PORT"));
+  }
+  options.store_host = host_port.substr(0, colon);
+  options.store_port = port;
+  return absl::OkStatus();
 }
 
 struct Collective::Group {

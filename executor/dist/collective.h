@@ -49,6 +49,10 @@ struct CollectiveOptions {
   std::string who;
 };
 
+// Sets options.store_host and store_port from "host:port"; InvalidArgument
+// naming the text otherwise.
+absl::Status ParseStoreAddress(const std::string& host_port, CollectiveOptions& options);
+
 class Collective {
  public:
   // Joins the world: returns once every rank has. InvalidArgument for a rank

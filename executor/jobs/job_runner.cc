@@ -28,13 +28,7 @@ absl::StatusOr<std::unique_ptr<Collective>> JobManager::Impl::JoinWorld(Job& job
                                                                        const JobRecord& spec) {
   const WorldInfo& world = spec.world;
   CollectiveOptions co;
-  const size_t colon = world.store.rfind(':');
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(world.store.substr(colon + 1), &co.store_port)) {
-    return absl::InvalidArgumentError(absl::StrCat("the world's store \"", world.store,
-                                                   "\" is not host:port"));
-  }
-  co.store_host = world.store.substr(0, colon);
+  HARMONY_RETURN_IF_ERROR(ParseStoreAddress(world.store, co));
   co.rank = world.rank;
   co.world_size = world.size();
   co.timeout = absl::Seconds(world.timeout_s);
