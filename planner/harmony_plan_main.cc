@@ -361,7 +361,7 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 
 int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
-      mode = "auto", schedule = "harmony", packs_text, host_link_text, network_text = "1.25GB/s",
+      mode = "auto", schedule = "harmony", local_text = "auto", packs_text, host_link_text, network_text = "1.25GB/s",
       latency_text = "50us";
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
@@ -397,6 +397,10 @@ int Plan(const std::vector<std::string>& args) {
       ("microbatch", po::value(&microbatch)->default_value(0),
        "pin the microbatch size (forward and backward); 0 searches")
       ("packs", po::value(&packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
+      ("local-activations", po::value(&local_text)->default_value(local_text),
+       "auto | yes | no: in vDP, keep activations (and their gradients) between a "
+       "device's packs on the device instead of sending them through the host; auto "
+       "tries both")
       ("memory-reserve", po::value(&reserve)->default_value(0.1),
        "fraction of each device's memory the plan leaves free for what the "
        "profile does not see (allocator slack, runtime buffers)")
@@ -557,6 +561,14 @@ int Plan(const std::vector<std::string>& args) {
   } else if (mode != "auto") {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--mode \"", mode, "\": expected auto, vpp or vdp")));
+  }
+  if (local_text == "yes") {
+    options.local_activations = true;
+  } else if (local_text == "no") {
+    options.local_activations = false;
+  } else if (local_text != "auto") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--local-activations \"", local_text, "\": expected auto, yes or no")));
   }
   if (!packs_text.empty()) {
     auto packs = ParsePacks(packs_text);

@@ -139,6 +139,21 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
                                       Tmp("d.pb")));
   EXPECT_EQ(tiny.exit_code, 1);
   EXPECT_NE(tiny.output.find("alone needs"), std::string::npos) << tiny.output;
+  // Activations kept on the devices, pinned: the plan says so, and a value
+  // that is not auto, yes or no is named.
+  auto local = RunCommand(absl::StrCat(plan, Tmp("l.pb"),
+                                       " --mode vdp --packs 0-0,1-1,2-2,3-3,4-4,5-5,6-6,7-7 "
+                                       "--local-activations yes"));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  EXPECT_NE(local.output.find("activations between a device's packs stay on the device"),
+            std::string::npos)
+      << local.output;
+  EXPECT_TRUE(common::ReadPlanFile(Tmp("l.pb"))->config().local_activations());
+  auto bad_local = RunCommand(absl::StrCat(plan, Tmp("l2.pb"), " --local-activations maybe"));
+  EXPECT_EQ(bad_local.exit_code, 1);
+  EXPECT_NE(bad_local.output.find("--local-activations \"maybe\": expected auto, yes or no"),
+            std::string::npos)
+      << bad_local.output;
   // --minibatch missing.
   auto missing = RunCommand(absl::StrCat(kPlan, " --profile ", Tmp("p.json"),
                                          " --gpus 2 --device-memory 1GiB -o ", Tmp("e.pb")));

@@ -24,6 +24,17 @@ uint64_t BytesOf(const c10::IValue& v) {
   return v.isTensor() ? static_cast<uint64_t>(v.toTensor().nbytes()) : 0;
 }
 
+// A value kept on the device for a later task, holding no more than its
+// own bytes: a view into a larger tensor (a slice, a gradient of a chunk)
+// would keep all of that storage alive until the receiver runs, where the
+// plan counts the view's bytes.
+c10::IValue OwnStorage(const c10::IValue& v) {
+  if (!v.isTensor()) return v;
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined() || t.storage().nbytes() <= t.nbytes()) return v;
+  return t.clone(at::MemoryFormat::Contiguous);
+}
+
 }  // namespace
 
 Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb) {
@@ -147,10 +158,12 @@ absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const planner::Mic
               " to send to task ", to.id));
         }
         bytes += BytesOf(it->second);
-        piece.values[r] = x.channel == Channel::kPeer
-                              ? devices[to.device]->ToDevice(
-                                    it->second, absl::StrCat("receiving from task ", t.id))
-                              : it->second;
+        if (x.channel == Channel::kPeer) {
+          piece.values[r] = devices[to.device]->ToDevice(
+              it->second, absl::StrCat("receiving from task ", t.id));
+        } else {
+          piece.values[r] = OwnStorage(it->second);
+        }
       }
     }, absl::StatusCode::kInternal));
     if (x.channel == Channel::kHost) {

@@ -224,6 +224,32 @@ TEST(RuntimeTest, SingleBufferedPlansTrainTheSame) {
   }
 }
 
+// vDP plans that keep the activations between a device's packs on it train
+// exactly like the plain loop (a residual net's skips and a GPT's stream
+// alike), move no activations over the host link, and peak no higher than
+// planned.
+TEST(RuntimeTest, LocalActivationsTrainTheSame) {
+  for (const std::string family : {"gpt", "resnet"}) {
+    const Model& m = GetModel(family);
+    Config c = MakeConfig(m, Mode::kVdp, 2, 1, 1, 2, 2);
+    c.local_activations = true;
+    const proto::Plan plan = MakePlan(m, c);
+    EXPECT_TRUE(plan.config().local_activations());
+    SCOPED_TRACE(family);
+    TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
+    ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
+    ASSERT_FALSE(run.metrics.empty());
+    EXPECT_EQ(run.metrics.back().bytes.activations_in, 0u);
+    EXPECT_EQ(run.metrics.back().bytes.activations_out, 0u);
+    EXPECT_GT(run.metrics.back().bytes.stash_in, 0u);
+    for (size_t d = 0; d < run.metrics.back().device_peak_bytes.size(); ++d) {
+      EXPECT_LE(run.metrics.back().device_peak_bytes[d],
+                plan.estimates().device_peak_bytes(static_cast<int>(d)))
+          << "device " << d << " at " << run.metrics.back().device_peak_activity[d];
+    }
+  }
+}
+
 // A searched plan under a cap that forces swapping: the measured peak stays
 // under the cap; a quarter of the cap gives the out-of-memory error.
 TEST(RuntimeTest, PeaksStayUnderTheCapAndTooLittleMemoryIsAnError) {

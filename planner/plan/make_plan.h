@@ -34,6 +34,9 @@ struct MakePlanOptions {
   int microbatch = 0;        // > 0 pins it; 0: a baseline takes its fastest that fits.
   Packing backward_packs;    // Non-empty pins the backward packing.
   double time_tolerance = 0.05;
+  // vDP: activations between a device's packs kept on it (true), sent
+  // through the host (false), or both tried (empty).
+  std::optional<bool> local_activations;
   // > 0: plan for this host link (bytes/s per direction) instead of the
   // profile's measurement.
   double host_link = 0;

@@ -129,6 +129,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   for (const PackRange& p : c.backward_packs) SetPack(config->add_backward_packs(), p);
   config->set_optimizer(profile.profile().optimizer());
   config->set_single_buffer(!c.prefetch);
+  config->set_local_activations(c.local_activations);
   for (int d = 0; d < c.num_devices; ++d) {
     proto::DeviceSchedule* device = plan.add_devices();
     device->set_device(d);
@@ -162,6 +163,9 @@ std::string PlanSummary(const proto::Plan& plan) {
                         c.forward_microbatch(), c.backward_microbatch());
   if (c.single_buffer()) {
     out += "  weights single-buffered: each task swaps its own in when it starts (no prefetch)\n";
+  }
+  if (c.local_activations()) {
+    out += "  activations between a device's packs stay on the device\n";
   }
   absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),
                         PacksText(c.forward_packs()));
@@ -317,6 +321,7 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   c.forward_microbatch = static_cast<int>(pc.forward_microbatch());
   c.backward_microbatch = static_cast<int>(pc.backward_microbatch());
   c.prefetch = !pc.single_buffer();
+  c.local_activations = pc.local_activations();
   for (const proto::Pack& p : pc.forward_packs()) {
     c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }

@@ -319,7 +319,17 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             c.backward_microbatch = ub;
             c.forward_packs = fwd;
             c.backward_packs = bwd;
-            configs.push_back(std::move(c));
+            // vDP with and without the activations between a device's
+            // packs kept on it: fewer bytes over the link for more device
+            // memory.
+            for (bool local : {true, false}) {
+              if (mode != Mode::kVdp ? local
+                                     : o.local_activations && *o.local_activations != local) {
+                continue;
+              }
+              c.local_activations = local;
+              configs.push_back(c);
+            }
           }
         }
         // Simulated in parallel, compared in order: the same answer for any

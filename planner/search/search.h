@@ -41,6 +41,10 @@ struct SearchOptions {
   // among them the plan moving fewer bytes over the host link wins: the
   // simulator is not that exact, and less traffic is more robust.
   double time_tolerance = 0.05;
+  // vDP: activations and their gradients between a device's packs stay on
+  // the device (true), go through the host (false), or both are tried
+  // (empty).
+  std::optional<bool> local_activations;
   // Skip microbatch sizes whose compute alone cannot beat what was found
   // (a lower bound; the result is the same as without: tested).
   bool prune = true;

@@ -1,5 +1,7 @@
 #include "planner/search/search.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "planner/search/testing/fake_profile.h"
@@ -180,6 +182,46 @@ TEST(SearchTest, SingleBufferedPlansWhereDoubleBufferingDoesNot) {
   absl::StatusOr<SimResult> sim = Simulate(*m, *g);
   ASSERT_TRUE(sim.ok());
   EXPECT_FALSE(sim->fits);
+}
+
+// vDP is searched with the activations between a device's packs kept on it
+// and sent through the host; pinned, only that kind is planned. Where the
+// activations are large and the link slow, keeping them wins.
+TEST(SearchTest, LocalActivationsAreSearchedInVdp) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  f.activation_bytes = 64 << 10;
+  f.bandwidth = 1e8;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  SearchOptions o = Options(2, 6u << 20, 16);
+  o.mode = Mode::kVdp;
+  auto count = [](const TaskGraph& g, Channel channel) {
+    int n = 0;
+    for (const Task& t : g.tasks) {
+      for (const Transfer& x : t.transfers) {
+        n += x.kind == TransferKind::kActivationsOut && x.channel == channel;
+      }
+    }
+    return n;
+  };
+  std::map<bool, SearchResult> pinned;
+  for (bool local : {false, true}) {
+    SearchOptions p = o;
+    p.local_activations = local;
+    absl::StatusOr<SearchResult> r = SearchSchedule(*m, p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->graph.config.schedule, Schedule::kHarmony);
+    EXPECT_EQ(r->graph.config.local_activations, local);
+    EXPECT_EQ(count(r->graph, Channel::kLocal) > 0, local);
+    pinned[local] = *std::move(r);
+  }
+  EXPECT_LT(pinned[true].sim.swap.host_link(), pinned[false].sim.swap.host_link());
+  EXPECT_LT(pinned[true].sim.iteration_s, pinned[false].sim.iteration_s);
+  absl::StatusOr<SearchResult> both = SearchSchedule(*m, o);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_TRUE(both->graph.config.local_activations);
+  EXPECT_GT(both->candidates, pinned[true].candidates);
+  EXPECT_LE(both->sim.iteration_s, pinned[true].sim.iteration_s);
 }
 
 // Branch and bound loses nothing: on chains of several sizes, caps and

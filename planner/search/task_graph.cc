@@ -334,7 +334,8 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
     for (int p = 0; p < nf; ++p) {
       b.DataIn(fwd[p][d]);
       for (int i : fwd_feeds[p]) {
-        b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p]);
+        b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p],
+               c.local_activations);
       }
       if (d == 0) b.BuffersOut(fwd[p][d]);
     }
@@ -342,14 +343,16 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
       const PackRange r = c.backward_packs[q];
       b.DataIn(bwd[q][d]);
       if (q == nb - 1) {
-        for (int i : fused_feeds[q]) b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r);
+        for (int i : fused_feeds[q]) {
+          b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r, c.local_activations);
+        }
       } else {
         if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p][d], bwd[q][d]);
       }
       for (int later = q + 1; later < nb; ++later) {
         const auto& f = bwd_feeds[later];
         if (std::find(f.begin(), f.end(), q) == f.end()) continue;
-        b.Link(bwd[later][d], bwd[q][d], r, c.backward_packs[later]);
+        b.Link(bwd[later][d], bwd[q][d], r, c.backward_packs[later], c.local_activations);
       }
     }
   }

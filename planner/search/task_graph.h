@@ -50,6 +50,12 @@ struct Config {
   // packs' weights resident at once); false: single-buffered, each task
   // swaps its own weights in when it starts (for packs that fill a device).
   bool prefetch = true;
+  // vDP: whether what a task sends to the next task of its device that
+  // reads it (activations forward, their gradients backward, microbatches
+  // of one size) stays on the device instead of going out to the host and
+  // back. Saves their bytes on the link twice; the device holds them from
+  // the sender's compute to the receiver's.
+  bool local_activations = false;
 };
 
 enum class TaskKind { kForward, kBackward, kUpdate };

@@ -162,6 +162,62 @@ TEST(TaskGraphTest, VdpEveryDeviceRunsEveryPackOnItsShare) {
   EXPECT_EQ(g->tasks[4].depends_on, (std::vector<int>{2, 3}));
 }
 
+// With local_activations, what a vDP device's packs pass to each other
+// stays on it (both ways: activations forward, their gradients backward);
+// only the stashes and the fused pack's input at another microbatch size
+// cross the host link.
+TEST(TaskGraphTest, VdpLocalActivationsStayOnTheDevice) {
+  auto m = Model(6);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.minibatch = 8;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 2}, {2, 4}};
+  c.backward_packs = {{0, 2}, {2, 4}, {4, 6}};
+  c.local_activations = true;
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  int local = 0;
+  for (const Task& t : g->tasks) {
+    for (const Transfer& x : t.transfers) {
+      if (x.kind != TransferKind::kActivationsIn && x.kind != TransferKind::kActivationsOut) {
+        continue;
+      }
+      EXPECT_EQ(x.channel, Channel::kLocal) << "task " << t.id;
+      EXPECT_EQ(g->tasks[x.peer_task].device, t.device) << "task " << t.id;
+      ++local;
+    }
+  }
+  // 2 devices x 2 microbatches x (F0->F1, F1->B2 (fused), B2->B1, B1->B0),
+  // each out and in.
+  EXPECT_EQ(local, 2 * 2 * 4 * 2);
+  // Without it, the same graph sends them all through the host.
+  c.local_activations = false;
+  g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const Task& t : g->tasks) {
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kActivationsOut) EXPECT_EQ(x.channel, Channel::kHost);
+    }
+  }
+  // Forward at a larger microbatch than backward: the fused pack's input
+  // still goes through the host (the microbatches differ), the rest stays.
+  c.local_activations = true;
+  c.forward_microbatch = 4;
+  g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const Task& t : g->tasks) {
+    for (const Transfer& x : t.transfers) {
+      if (x.kind != TransferKind::kActivationsOut) continue;
+      const bool to_fused = g->tasks[x.peer_task].fused_loss;
+      EXPECT_EQ(x.channel, to_fused ? Channel::kHost : Channel::kLocal) << "task " << t.id;
+    }
+  }
+}
+
 TEST(TaskGraphTest, ValidatorCatchesBrokenGraphs) {
   auto m = Model(12);
   TaskGraph good = *BuildTaskGraph(*m, HandWorkedVpp());

@@ -257,12 +257,16 @@ class Sim {
         };
         std::vector<PeerIn> pending_peer;
         int first_in = -1;
-        // What a task on this device computed for this one: held from its
-        // compute (from its end when a backward made it: gradients of the
-        // inputs appear at the end, inside that compute's working set).
-        uint64_t local_bytes = 0;
-        int first_local = -1;
-        bool local_from_end = false;
+        // What tasks on this device computed for this one: each held from
+        // its sender's compute (from its end when a backward made it:
+        // gradients of the inputs appear at the end, inside that compute's
+        // working set).
+        struct LocalIn {
+          uint64_t bytes;
+          int send_op;
+          bool from_end;
+        };
+        std::vector<LocalIn> locals;
         for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
           const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_,
                              after_for(swap_in_waited),
@@ -293,11 +297,8 @@ class Sim {
             }
             if (x->channel == Channel::kLocal) {
               inputs.insert(inputs.end(), from.begin(), from.end());
-              local_bytes += x->bytes;
-              if (first_local < 0 && !from.empty()) {
-                first_local = from.front();
-                local_from_end = g_.tasks[x->peer_task].kind == TaskKind::kBackward;
-              }
+              locals.push_back({x->bytes, from.empty() ? -1 : from.front(),
+                                g_.tasks[x->peer_task].kind == TaskKind::kBackward});
               continue;
             }
             in_bytes += x->bytes;
@@ -331,9 +332,10 @@ class Sim {
         last_compute = compute;
         end_ops_[t.id].push_back(compute);
         if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
-        if (local_bytes > 0) {
-          holds_.push_back({d, local_bytes, first_local >= 0 ? first_local : compute, compute, -1, -1,
-                            first_local >= 0 && local_from_end});
+        for (const LocalIn& l : locals) {
+          if (l.bytes == 0) continue;
+          holds_.push_back({d, l.bytes, l.send_op >= 0 ? l.send_op : compute, compute, -1, -1,
+                            l.send_op >= 0 && l.from_end});
         }
         for (const PeerIn& p : pending_peer) {
           holds_.push_back({d, p.bytes, p.send_op >= 0 ? p.send_op : compute, compute, p.early_op});
