@@ -69,6 +69,29 @@ bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimRe
   return peak <= c.device_memory + largest;
 }
 
+// A lower bound on a config's simulated iteration: the compute of its
+// busiest device, which runs its tasks' microbatches one after another (vDP:
+// the largest share; vPP: the devices share the minibatch's compute).
+double ComputeBound(const CostModel& model, const Config& c) {
+  auto over = [&](const Packing& packs, int samples, int u, bool forward) {
+    const int full = samples / u, rest = samples % u;
+    double seconds = 0;
+    for (const PackRange& p : packs) {
+      auto at = [&](int size) {
+        return forward ? model.ForwardSeconds(p.begin, p.end, size)
+                       : model.BackwardSeconds(p.begin, p.end, size);
+      };
+      seconds += full * at(u) + (rest > 0 ? at(rest) : 0.0);
+    }
+    return seconds;
+  };
+  const int n = std::max(1, c.num_devices);
+  const int samples = c.mode == Mode::kVdp ? (c.minibatch + n - 1) / n : c.minibatch;
+  const double seconds = over(c.forward_packs, samples, c.forward_microbatch, true) +
+                         over(c.backward_packs, samples, c.backward_microbatch, false);
+  return c.mode == Mode::kVdp ? seconds : seconds / n;
+}
+
 }  // namespace
 
 absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
@@ -336,6 +359,19 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
         // number of threads. Those that do not fit double-buffered are
         // tried again single-buffered (no prefetch: one pack's weights at a
         // time).
+        // A config whose compute alone is slower than the window of what
+        // was found cannot win: not simulated (nor is its single-buffered
+        // form).
+        if (have && o.prune) {
+          const double limit = std::min(fastest * (1 + o.time_tolerance), cap);
+          const size_t before = configs.size();
+          configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                       [&](const Config& c) {
+                                         return ComputeBound(model, c) > limit * (1 + 1e-9);
+                                       }),
+                        configs.end());
+          best.pruned_configs += static_cast<int>(before - configs.size());
+        }
         std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
         std::vector<Config> single;
         for (Candidate& cand : done) {

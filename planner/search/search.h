@@ -62,6 +62,9 @@ struct SearchResult {
   // Microbatch sizes skipped because their compute alone is slower than
   // what was already found (branch and bound).
   int pruned = 0;
+  // Configurations not simulated because their busiest device's compute
+  // alone is slower than what was already found.
+  int pruned_configs = 0;
 };
 
 // FailedPrecondition / ResourceExhausted / InvalidArgument with what a

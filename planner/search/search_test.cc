@@ -228,7 +228,7 @@ TEST(SearchTest, LocalActivationsAreSearchedInVdp) {
 // device counts, the pruned search returns what the full one does, and
 // prunes somewhere.
 TEST(SearchTest, PruningGivesTheSameResultAsTheFullSearch) {
-  int pruned = 0;
+  int pruned = 0, pruned_configs = 0;
   for (int layers : {4, 12, 24}) {
     for (double overhead : {0.0, 1e-3}) {
       FakeProfileOptions f;
@@ -257,13 +257,19 @@ TEST(SearchTest, PruningGivesTheSameResultAsTheFullSearch) {
           EXPECT_EQ(fast->graph.config.backward_packs, full->graph.config.backward_packs) << where;
           EXPECT_EQ(fast->graph.config.backward_microbatch, full->graph.config.backward_microbatch)
               << where;
+          EXPECT_EQ(fast->graph.config.local_activations, full->graph.config.local_activations)
+              << where;
           EXPECT_EQ(full->pruned, 0);
+          EXPECT_EQ(full->pruned_configs, 0);
+          EXPECT_LE(fast->candidates, full->candidates);
           pruned += fast->pruned;
+          pruned_configs += fast->pruned_configs;
         }
       }
     }
   }
   EXPECT_GT(pruned, 0);
+  EXPECT_GT(pruned_configs, 0);
 }
 
 }  // namespace

@@ -187,6 +187,7 @@ absl::StatusOr<nlohmann::json> BenchPlanner(const BenchOptions& o) {
     row["seconds"] = ToJson(s);
     row["candidates"] = last.result.candidates;
     row["feasible"] = last.result.feasible;
+    row["pruned_configs"] = last.result.pruned_configs;
     row["mode"] = PlanModeName(last.plan);
     row["backward_packs"] = last.plan.config().backward_packs_size();
     row["microbatch"] = last.plan.config().backward_microbatch();
