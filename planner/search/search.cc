@@ -69,10 +69,10 @@ bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimRe
   return peak <= c.device_memory + largest;
 }
 
-// A lower bound on a config's simulated iteration: the compute of its
-// busiest device, which runs its tasks' microbatches one after another (vDP:
-// the largest share; vPP: the devices share the minibatch's compute).
-double ComputeBound(const CostModel& model, const Config& c) {
+}  // namespace
+
+// Adds each pack's compute at the microbatch sizes the tasks run.
+double BusiestDeviceComputeSeconds(const CostModel& model, const Config& c) {
   auto over = [&](const Packing& packs, int samples, int u, bool forward) {
     const int full = samples / u, rest = samples % u;
     double seconds = 0;
@@ -91,8 +91,6 @@ double ComputeBound(const CostModel& model, const Config& c) {
                          over(c.backward_packs, samples, c.backward_microbatch, false);
   return c.mode == Mode::kVdp ? seconds : seconds / n;
 }
-
-}  // namespace
 
 absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                                             const SearchOptions& o) {
@@ -367,7 +365,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           const size_t before = configs.size();
           configs.erase(std::remove_if(configs.begin(), configs.end(),
                                        [&](const Config& c) {
-                                         return ComputeBound(model, c) > limit * (1 + 1e-9);
+                                         return BusiestDeviceComputeSeconds(model, c) > limit * (1 + 1e-9);
                                        }),
                         configs.end());
           best.pruned_configs += static_cast<int>(before - configs.size());

@@ -67,6 +67,12 @@ struct SearchResult {
   int pruned_configs = 0;
 };
 
+// A lower bound on a config's simulated iteration: the compute of its
+// busiest device, which runs its tasks' microbatches one after another (vDP:
+// the largest share; vPP: the minibatch's compute over the devices), the
+// backward packs' recompute included.
+double BusiestDeviceComputeSeconds(const CostModel& model, const Config& config);
+
 // FailedPrecondition / ResourceExhausted / InvalidArgument with what a
 // person can act on: a vLayer that cannot fit even alone at microbatch 1
 // (which, how much, the cap), no configuration within the memory, vDP with

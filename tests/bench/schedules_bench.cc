@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "planner/plan/make_plan.h"
 #include "planner/profile/profiler.h"
+#include "planner/search/search.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/sections.h"
 #include "tests/bench/training_run.h"
@@ -82,6 +83,11 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
   r["iteration_s"] = ToJson(seconds);
   r["simulated_s"] = made.result.sim.iteration_s;
   r["simulator_error"] = (made.result.sim.iteration_s - seconds.median) / seconds.median;
+  // The plan's own compute on its busiest device (its microbatch sizes, the
+  // recompute included): what it cannot beat however well it overlaps.
+  if (made.cost) {
+    r["compute_s"] = planner::BusiestDeviceComputeSeconds(*made.cost, made.result.graph.config);
+  }
   return r;
 }
 
