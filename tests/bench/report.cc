@@ -420,17 +420,22 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
     std::string floors;
     for (const json& c : Configs(results)) {
       const json* h = FindRun(c, "harmony", true);
-      if (h == nullptr || !c.contains("bound_s") || !h->contains("compute_s")) continue;
+      if (h == nullptr || !c.contains("bound_s") || !h->contains("planned_compute_s")) continue;
       const double th = (*h)["iteration_s"]["median"].get<double>();
-      const double compute = (*h)["compute_s"].get<double>();
+      const double compute = (*h)["planned_compute_s"].get<double>();
       const double link = c["emulated_link_bytes_per_s"].get<double>();
       const double bytes_s = link > 0 ? HostBytes(*h) / link : 0;
       const double floor = std::max(compute, bytes_s);
+      const double bound = c["bound_s"].get<double>();
+      // The runtime's compute is summed over the devices.
+      const double measured = h->contains("compute_s")
+                                  ? (*h)["compute_s"].get<double>() / c["devices"].get<int>()
+                                  : kNaN;
       absl::StrAppendFormat(
-          &floors, "| %s | %s | %s (%.2fx) | %s (%.2fx) | %s (%.2fx) | %.2f |\n", ConfigName(c),
-          Seconds(th), Seconds(c["compute_bound_s"].get<double>()), th / c["bound_s"].get<double>(),
-          Seconds(compute), compute / c["bound_s"].get<double>(), Seconds(bytes_s),
-          bytes_s / c["bound_s"].get<double>(), th / floor);
+          &floors, "| %s | %s | %s (%.2fx) | %s (%.2fx) | %s | %s (%.2fx) | %.2f |\n",
+          ConfigName(c), Seconds(th), Seconds(c["compute_bound_s"].get<double>()),
+          c["compute_bound_s"].get<double>() / bound, Seconds(compute), compute / bound,
+          Seconds(measured), Seconds(bytes_s), bytes_s / bound, th / floor);
     }
     if (!floors.empty()) {
       absl::StrAppend(
@@ -440,8 +445,9 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
           "stash, which the bound's plain compute does not) and its own bytes over the link; "
           "measured ÷ the larger of the two is what overlap leaves. Ratios in brackets are to "
           "the bound.\n\n"
-          "| config | harmony | bound's compute | harmony's compute | harmony's bytes over the "
-          "link | measured ÷ its own floor |\n|---|---|---|---|---|---|\n",
+          "| config | harmony | bound's compute | harmony's compute, planned | measured, per "
+          "device | harmony's bytes over the link | measured ÷ its own floor |\n"
+          "|---|---|---|---|---|---|---|\n",
           floors, "\n");
     }
     for (bool emulated : {false, true}) {

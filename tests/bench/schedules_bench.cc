@@ -86,7 +86,7 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
   // The plan's own compute on its busiest device (its microbatch sizes, the
   // recompute included): what it cannot beat however well it overlaps.
   if (made.cost) {
-    r["compute_s"] = planner::BusiestDeviceComputeSeconds(*made.cost, made.result.graph.config);
+    r["planned_compute_s"] = planner::BusiestDeviceComputeSeconds(*made.cost, made.result.graph.config);
   }
   return r;
 }
