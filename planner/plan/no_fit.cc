@@ -33,8 +33,11 @@ absl::StatusOr<uint64_t> SmallestDeviceMemory(const proto::ProfileFile& profile,
       profile.profile().vlayers(0).by_microbatch().empty()) {
     return absl::InvalidArgumentError("the profile has no measurements");
   }
-  // The smallest microbatch needs the least memory.
-  options.microbatch = static_cast<int>(profile.profile().vlayers(0).by_microbatch(0).size());
+  // The smallest microbatch needs the least memory; a pinned one is kept
+  // (the answer is for what the user asked).
+  if (options.microbatch <= 0) {
+    options.microbatch = static_cast<int>(profile.profile().vlayers(0).by_microbatch(0).size());
+  }
   const auto progress = std::move(options.progress);
   options.progress = nullptr;
   auto say = [&](uint64_t memory) {
@@ -118,7 +121,9 @@ std::string DescribeNoFit(const LargestVLayer& layer, const MakePlanOptions& opt
       common::FormatBytes(layer.activation_bytes));
   if (smallest > 0) {
     absl::StrAppend(&out, "; the smallest --device-memory that plans is ",
-                    common::FormatBytes(smallest));
+                    common::FormatBytes(smallest),
+                    options.microbatch > 0 ? absl::StrCat(" at --microbatch ", options.microbatch)
+                                           : "");
   } else {
     absl::StrAppend(&out, "; no device memory up to 1 PiB plans");
   }

@@ -21,9 +21,9 @@ namespace harmony::planner {
 
 // The smallest `device_memory` at which MakePlan(profile, options) returns
 // a plan that fits, within 1% (or 4 KiB), rounded up to a 64 KiB multiple.
-// The search is pinned to the profile's smallest microbatch, which needs
-// the least memory; options.device_memory is where it starts (it may fit
-// already). NotFound when nothing plans even at 1 PiB; the search's other
+// The search is pinned to options.microbatch when it is set, else to the
+// profile's smallest microbatch, which needs the least memory;
+// options.device_memory is where it starts (it may fit already). NotFound when nothing plans even at 1 PiB; the search's other
 // errors as they come.
 absl::StatusOr<uint64_t> SmallestDeviceMemory(const proto::ProfileFile& profile,
                                               MakePlanOptions options);
@@ -47,7 +47,8 @@ absl::StatusOr<LargestVLayer> FindLargestVLayer(const proto::ProfileFile& profil
 // (classifier.0, ops 120-131) alone needs 1.15 GiB for its backward at
 // microbatch 1: weights 392.00 MiB, gradients 392.00 MiB, activations
 // 8.00 KiB; the smallest --device-memory that plans is 1.29 GiB".
-// `smallest` 0: not found (the sentence says so).
+// `smallest` 0: not found (the sentence says so). With options.microbatch
+// pinned, the smallest memory is said to be at that microbatch.
 std::string DescribeNoFit(const LargestVLayer& layer, const MakePlanOptions& options,
                           uint64_t smallest);
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "common/units.h"
 #include "gtest/gtest.h"
 #include "planner/search/testing/fake_profile.h"
 
@@ -69,6 +71,34 @@ TEST(NoFitTest, SmallestMemoryIsWhereTheSearchStartsToPlan) {
   absl::StatusOr<LargestVLayer> l = FindLargestVLayer(f);
   ASSERT_TRUE(l.ok());
   EXPECT_GE(static_cast<double>(*smallest), l->need_bytes / (1 - at.memory_reserve) * 0.99);
+}
+
+// A pinned microbatch is kept: the answer plans at that microbatch (more
+// memory than at the smallest), and the message says which.
+TEST(NoFitTest, SmallestMemoryKeepsAPinnedMicrobatch) {
+  testing::FakeProfileOptions o;
+  o.max_microbatch = 8;
+  o.activation_bytes = 256 << 10;  // Per sample: microbatch 8 needs MiBs more.
+  const proto::ProfileFile f = testing::MakeFakeProfile(o);
+  absl::StatusOr<uint64_t> at1 = SmallestDeviceMemory(f, Options(4 << 20));
+  ASSERT_TRUE(at1.ok()) << at1.status();
+  MakePlanOptions pinned = Options(4 << 20);
+  pinned.microbatch = 8;
+  absl::StatusOr<uint64_t> at8 = SmallestDeviceMemory(f, pinned);
+  ASSERT_TRUE(at8.ok()) << at8.status();
+  EXPECT_GT(*at8, *at1);
+  pinned.device_memory = *at8;
+  absl::StatusOr<MadePlan> made = MakePlan(f, pinned);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_TRUE(made->result.sim.fits);
+  EXPECT_EQ(made->result.graph.config.backward_microbatch, 8);
+  absl::StatusOr<LargestVLayer> l = FindLargestVLayer(f);
+  ASSERT_TRUE(l.ok());
+  pinned.device_memory = 4 << 20;
+  EXPECT_NE(DescribeNoFit(*l, pinned, *at8).find(absl::StrCat(
+                "the smallest --device-memory that plans is ", common::FormatBytes(*at8),
+                " at --microbatch 8")),
+            std::string::npos);
 }
 
 TEST(NoFitTest, MessageSaysWhatToChange) {
