@@ -361,7 +361,8 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 
 int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
-      mode = "auto", schedule = "harmony", local_text = "auto", packs_text, host_link_text, network_text = "1.25GB/s",
+      mode = "auto", schedule = "harmony", local_text = "auto", packs_text, host_link_text,
+      host_latency_text, network_text = "1.25GB/s",
       latency_text = "50us";
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
@@ -407,6 +408,10 @@ int Plan(const std::vector<std::string>& args) {
       ("time-tolerance", po::value(&tolerance)->default_value(0.05),
        "simulated times within this fraction of the fastest count as equal; "
        "among them the plan moving fewer bytes wins")
+      ("host-link-latency", po::value(&host_latency_text),
+       "fixed cost of each host transfer on top of its bytes, e.g. 100us (default: the "
+       "profile's measured hand-off; with harmony-exec --emulate-host-link, the emulated "
+       "copy's sleep also overshoots: harmony-plan profile prints it)")
       ("host-link", po::value(&host_link_text),
        "host<->device bandwidth shared by the devices, e.g. 12GB/s (default: "
        "the profile's measurement)")
@@ -540,6 +545,11 @@ int Plan(const std::vector<std::string>& args) {
   options.microbatch = microbatch;
   options.time_tolerance = tolerance;
   options.host_link = *host_link;
+  if (!host_latency_text.empty()) {
+    auto latency = harmony::common::ParseDuration(host_latency_text);
+    if (!latency.ok()) return Fail(latency.status());
+    options.host_link_latency = absl::ToDoubleSeconds(*latency);
+  }
   options.progress = progress;
   if (servers < 1) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--servers ", servers, ": at least 1")));
@@ -638,14 +648,16 @@ int Plan(const std::vector<std::string>& args) {
 }
 
 int SimulatePlan(const std::vector<std::string>& args) {
-  std::string path, trace, host_link_text;
+  std::string path, trace, host_link_text, host_latency_text;
   po::options_description flags(
       "Usage: harmony-plan simulate plan.pb [--trace t.json] [--host-link BW]\n\n"
       "Re-simulates a saved plan from the profile it carries: validates its task\n"
       "graph and prints the predicted iteration (optionally on another host link).\n\nFlags");
   flags.add_options()("help,h", "show this help")(
       "trace", po::value(&trace), "write a Chrome trace of the iteration")(
-      "host-link", po::value(&host_link_text), "host<->device bandwidth, e.g. 12GB/s");
+      "host-link", po::value(&host_link_text), "host<->device bandwidth, e.g. 12GB/s")(
+      "host-link-latency", po::value(&host_latency_text),
+      "fixed cost of each host transfer, e.g. 100us (default: the profile's)");
   po::variables_map vm;
   if (int rc = Parse(args, flags, &path, &vm); rc != 0) return rc < 0 ? 0 : rc;
   if (path.empty()) {
@@ -663,8 +675,14 @@ int SimulatePlan(const std::vector<std::string>& args) {
     network.latency_s = plan->config().network_latency_s();
     network.shard_optimizer_state = plan->config().shard_optimizer_state();
   }
+  double host_latency = -1;
+  if (!host_latency_text.empty()) {
+    auto latency = harmony::common::ParseDuration(host_latency_text);
+    if (!latency.ok()) return Fail(latency.status());
+    host_latency = absl::ToDoubleSeconds(*latency);
+  }
   auto cost = harmony::planner::CostModel::Create(harmony::planner::ProfileOfPlan(*plan),
-                                                  *host_link, network);
+                                                  *host_link, network, host_latency);
   if (!cost.ok()) return Fail(cost.status());
   auto graph = harmony::planner::TaskGraphFromPlan(*plan);
   if (!graph.ok()) return Fail(graph.status());

@@ -154,6 +154,15 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_NE(bad_local.output.find("--local-activations \"maybe\": expected auto, yes or no"),
             std::string::npos)
       << bad_local.output;
+  // A fixed cost per host transfer: planned for (slower), or named when
+  // it is not a duration.
+  auto latency = RunCommand(absl::StrCat(plan, Tmp("lat.pb"), " --host-link-latency 2ms"));
+  ASSERT_EQ(latency.exit_code, 0) << latency.output;
+  EXPECT_GT(common::ReadPlanFile(Tmp("lat.pb"))->estimates().iteration_time_s(),
+            read->estimates().iteration_time_s());
+  auto bad_latency = RunCommand(absl::StrCat(plan, Tmp("lat2.pb"), " --host-link-latency soon"));
+  EXPECT_EQ(bad_latency.exit_code, 1);
+  EXPECT_NE(bad_latency.output.find("soon"), std::string::npos) << bad_latency.output;
   // --minibatch missing.
   auto missing = RunCommand(absl::StrCat(kPlan, " --profile ", Tmp("p.json"),
                                          " --gpus 2 --device-memory 1GiB -o ", Tmp("e.pb")));

@@ -22,7 +22,7 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
   }
   MadePlan made;
   absl::StatusOr<std::shared_ptr<const CostModel>> cost =
-      CostModel::Create(profile, o.host_link, o.network);
+      CostModel::Create(profile, o.host_link, o.network, o.host_link_latency);
   if (!cost.ok()) return cost.status();
   made.cost = *std::move(cost);
 

@@ -40,6 +40,9 @@ struct MakePlanOptions {
   // > 0: plan for this host link (bytes/s per direction) instead of the
   // profile's measurement.
   double host_link = 0;
+  // >= 0: plan for this fixed cost per host transfer (seconds) instead of
+  // the profile's measurement (an emulated link's: its sleep's overshoot).
+  double host_link_latency = -1;
   // The world of servers it is for (one by default).
   NetworkModel network;
   std::function<void(const std::string&)> progress;

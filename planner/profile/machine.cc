@@ -1,5 +1,9 @@
 #include "planner/profile/machine.h"
 
+#include <future>
+
+#include <atomic>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -106,11 +110,78 @@ absl::StatusOr<proto::Bandwidths> MeasureBandwidths(const common::DeviceSpec& sp
     cv.notify_all();
     for (std::thread& t : copiers) t.join();
     bw.set_host_link_all_devices_bytes_per_s(bytes * n / all);
+    // A transfer's hand-off to its copy thread and back, while the other
+    // devices compute.
+    bw.set_transfer_latency_s(MeasureHandoff(static_cast<int>(n) - 1, 0, 200));
+    bw.set_sleep_overshoot_s(std::max(
+        0.0, MeasureHandoff(static_cast<int>(n) - 1, 1e-4, 200) - bw.transfer_latency_s()));
     if (n > 1) {
       bw.set_peer_bytes_per_s(bytes / time([&] { device[1].copy_(device[0]); }));
     }
     return bw;
   });
+}
+
+double MeasureHandoff(int busy, double worker_sleep_s, int repeats) {
+  std::atomic<bool> stop{false};
+  // Neighbours compute in short slices, as devices' compute threads do.
+  auto spin = [](double seconds) {
+    const double end = Now() + seconds;
+    volatile double x = 1;
+    while (Now() < end) {
+      for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+    }
+  };
+  std::vector<std::thread> neighbours;
+  for (int i = 0; i < busy; ++i) {
+    neighbours.emplace_back([&] {
+      while (!stop) spin(1e-3);
+    });
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::function<void()> work;
+  bool quit = false;
+  std::thread worker([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return quit || work != nullptr; });
+      if (quit) return;
+      std::function<void()> w = std::move(work);
+      work = nullptr;
+      lock.unlock();
+      w();
+      lock.lock();
+    }
+  });
+  std::vector<double> t;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    spin(5e-4);  // Some compute between hand-offs, as a task has.
+    std::promise<void> done;
+    std::future<void> f = done.get_future();
+    const double start = Now();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      work = [&] {
+        if (worker_sleep_s > 0) {
+          std::this_thread::sleep_for(std::chrono::duration<double>(worker_sleep_s));
+        }
+        done.set_value();
+      };
+    }
+    cv.notify_all();
+    f.get();
+    t.push_back(std::max(0.0, Now() - start - worker_sleep_s));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    quit = true;
+  }
+  cv.notify_all();
+  worker.join();
+  stop = true;
+  for (std::thread& n : neighbours) n.join();
+  return Median(t);
 }
 
 absl::StatusOr<double> MeasureGemmRate(int repeats) {

@@ -29,6 +29,13 @@ double Now();
 // Median of `repeats`. Empty when the devices are too small to measure.
 absl::StatusOr<proto::Bandwidths> MeasureBandwidths(const common::DeviceSpec& spec, int repeats);
 
+// The fixed cost of handing work to another thread and waiting for it (a
+// copy stream's hand-off), while `busy` other threads compute: the median
+// over `repeats` round trips of posting to a worker that, when
+// `worker_sleep_s` > 0, sleeps that long first (as an emulated link's copy
+// thread does), minus that sleep. Seconds.
+double MeasureHandoff(int busy, double worker_sleep_s, int repeats);
+
 // The rate of an fp32 1024^3 matrix multiply on LibTorch's current
 // intra-op threads, in FLOP/s (median of `repeats`, at least 3).
 absl::StatusOr<double> MeasureGemmRate(int repeats);

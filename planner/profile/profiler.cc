@@ -700,6 +700,16 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
       common::FormatBandwidth(bw.device_to_host_bytes_per_s()), p.num_devices(),
       common::FormatBandwidth(bw.host_link_all_devices_bytes_per_s()),
       common::FormatBandwidth(bw.peer_bytes_per_s()));
+  if (bw.transfer_latency_s() > 0 || bw.sleep_overshoot_s() > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "each transfer's hand-off to its copy thread: %s; an emulated link's copy also "
+        "oversleeps by %s (plan for harmony-exec --emulate-host-link with harmony-plan "
+        "--host-link-latency %s)\n",
+        common::FormatTimeSpan(absl::Seconds(bw.transfer_latency_s())),
+        common::FormatTimeSpan(absl::Seconds(bw.sleep_overshoot_s())),
+        common::FormatTimeSpan(absl::Seconds(bw.transfer_latency_s() + bw.sleep_overshoot_s())));
+  }
   if (p.gemm_flop_per_s() > 0) {
     absl::StrAppendFormat(&out, "matrix multiply: %.1f GFLOP/s (fp32 1024^3, %d thread(s))\n",
                           p.gemm_flop_per_s() / 1e9, p.gemm_threads());

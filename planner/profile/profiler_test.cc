@@ -95,6 +95,12 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
   EXPECT_NE(progress.front().find("profiling vLayer 1/"), std::string::npos);
   EXPECT_GT(p.bandwidths().host_to_device_bytes_per_s(), 0);
   EXPECT_GT(p.bandwidths().peer_bytes_per_s(), 0);
+  // A transfer's hand-off and an emulated copy's oversleep: measured, and
+  // below a millisecond each on any machine that runs the suite.
+  EXPECT_GT(p.bandwidths().transfer_latency_s(), 0);
+  EXPECT_LT(p.bandwidths().transfer_latency_s(), 1e-2);
+  EXPECT_GE(p.bandwidths().sleep_overshoot_s(), 0);
+  EXPECT_LT(p.bandwidths().sleep_overshoot_s(), 1e-1);
 
   std::string summary = ProfileSummary(*file);
   EXPECT_NE(summary.find("fwd ms"), std::string::npos);

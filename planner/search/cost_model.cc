@@ -21,7 +21,8 @@ uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
-    const proto::ProfileFile& file, double host_link, const NetworkModel& network) {
+    const proto::ProfileFile& file, double host_link, const NetworkModel& network,
+    double host_link_latency) {
   if (network.servers < 1 ||
       (network.servers > 1 && !(network.bytes_per_s > 0 && network.latency_s >= 0))) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -56,6 +57,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
   m->bandwidths_.device_to_host = bw.device_to_host_bytes_per_s();
   m->bandwidths_.host_all_devices = bw.host_link_all_devices_bytes_per_s();
   m->bandwidths_.peer = bw.peer_bytes_per_s();
+  m->bandwidths_.transfer_latency_s =
+      host_link_latency >= 0 ? host_link_latency : std::max(0.0, bw.transfer_latency_s());
   m->network_ = network;
   if (host_link > 0) {
     m->bandwidths_.host_to_device = host_link;

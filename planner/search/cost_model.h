@@ -70,6 +70,9 @@ struct LinkBandwidths {
   double device_to_host = 0;
   double host_all_devices = 0;  // Per direction, all devices at once.
   double peer = 0;
+  // A host transfer's fixed cost on top of bytes / bandwidth (its stream
+  // and the link are held for it).
+  double transfer_latency_s = 0;
 };
 
 // The servers of a data-parallel world and the network between them
@@ -94,8 +97,11 @@ class CostModel {
   // per second, per direction, shared by all devices): to plan for another
   // machine's link, or a link in balance with this machine's compute.
   // `network`: the world the plan is for (one server by default).
+  // `host_link_latency` >= 0 replaces the profile's fixed cost per host
+  // transfer (an emulated link's copy thread also oversleeps each one).
   static absl::StatusOr<std::shared_ptr<const CostModel>> Create(
-      const proto::ProfileFile& file, double host_link = 0, const NetworkModel& network = {});
+      const proto::ProfileFile& file, double host_link = 0, const NetworkModel& network = {},
+      double host_link_latency = -1);
 
   int num_layers() const { return static_cast<int>(sizes_.size()); }
   const LayerSizes& sizes(int layer) const { return sizes_[layer]; }

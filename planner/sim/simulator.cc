@@ -55,6 +55,7 @@ class Sim {
     to_host_bw_ = shared ? std::min(bw.device_to_host, bw.host_all_devices)
                          : bw.device_to_host;
     peer_bw_ = bw.peer;
+    transfer_latency_ = bw.transfer_latency_s;
   }
 
   absl::StatusOr<SimResult> Run(bool keep_events) {
@@ -78,7 +79,8 @@ class Sim {
     op.device = device;
     op.stream = stream;
     op.link = link;
-    op.duration = duration;
+    // A host transfer's fixed cost holds its stream and the link.
+    op.duration = duration + (link != kNoLink ? transfer_latency_ : 0.0);
     op.deps = std::move(deps);
     op.name = std::move(name);
     ops_.push_back(std::move(op));
@@ -614,7 +616,7 @@ class Sim {
   const TaskGraph& g_;
   const Config& c_;
   bool keep_events_ = false;
-  double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1;
+  double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1, transfer_latency_ = 0;
   std::vector<Op> ops_;
   std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
   // (task, kind, to) -> (microbatch, op) of its sends.

@@ -299,6 +299,45 @@ TEST(SimulatorTest, PeerInputsCountFromWhenTheSenderCouldHaveSentThem) {
   EXPECT_GE(r->device_peak[fused->device], m->BackwardMemory(2, 4, 1) + 3 * in);
 }
 
+// A fixed cost per host transfer holds the transfer's stream and the link:
+// the same graph takes longer by at least one transfer's latency (the first
+// weights come in before anything computes) and at most every transfer's,
+// and moves the same bytes.
+TEST(SimulatorTest, TransferLatencyIsPaidPerHostTransfer) {
+  FakeProfileOptions o;
+  o.layers = 4;
+  const proto::ProfileFile f = MakeFakeProfile(o);
+  auto plain = *CostModel::Create(f);
+  constexpr double kLatency = 1e-3;
+  auto slow = *CostModel::Create(f, 0, {}, kLatency);
+  EXPECT_EQ(slow->bandwidths().transfer_latency_s, kLatency);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.minibatch = 8;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 2}};
+  c.backward_packs = {{0, 2}, {2, 4}};
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*plain, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<SimResult> a = Simulate(*plain, *g);
+  absl::StatusOr<SimResult> b = Simulate(*slow, *g);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int transfers = 0;
+  for (const Task& t : g->tasks) {
+    for (const Transfer& x : t.transfers) transfers += x.channel == Channel::kHost;
+  }
+  EXPECT_GE(b->iteration_s - a->iteration_s, kLatency);
+  EXPECT_LE(b->iteration_s - a->iteration_s, kLatency * transfers);
+  EXPECT_EQ(b->swap.host_link(), a->swap.host_link());
+  // A profile's measured latency is used unless one is given.
+  proto::ProfileFile measured = f;
+  measured.mutable_profile()->mutable_bandwidths()->set_transfer_latency_s(2e-3);
+  EXPECT_EQ((*CostModel::Create(measured))->bandwidths().transfer_latency_s, 2e-3);
+  EXPECT_EQ((*CostModel::Create(measured, 0, {}, 0))->bandwidths().transfer_latency_s, 0);
+}
+
 TEST(SimulatorTest, ChromeTraceIsValidJson) {
   auto m = Model(2);
   Config c;

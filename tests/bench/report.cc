@@ -479,12 +479,25 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       absl::StrAppend(&md, "![", chart.title, "](", file, ")\n\n");
     }
 
+    std::string latencies;
+    for (const json& c : Configs(results)) {
+      if (!c.contains("emulated_link_latency_s")) continue;
+      absl::StrAppend(&latencies, latencies.empty() ? "" : ", ", ConfigName(c), " ",
+                      Seconds(c["emulated_link_latency_s"].get<double>()));
+    }
     absl::StrAppend(
         &md,
         "## 3. Simulator accuracy\n\n"
         "The planner's simulated iteration time (fed the profiled bandwidths, or the emulated "
         "link for emulated rows) against the measured median. Error = (simulated − measured) ÷ "
-        "measured.\n\n| config | link | schedule | simulated | measured | error |\n"
+        "measured.",
+        latencies.empty()
+            ? ""
+            : absl::StrCat(" Emulated rows are planned with a fixed cost per host transfer, the "
+                           "profile's hand-off to the copy thread plus what an emulated copy's "
+                           "sleep oversleeps (harmony-plan --host-link-latency): ",
+                           latencies, "."),
+        "\n\n| config | link | schedule | simulated | measured | error |\n"
         "|---|---|---|---|---|---|\n");
     for (bool emulated : {false, true}) {
       for (const json& c : Configs(results)) {

@@ -52,13 +52,21 @@ nlohmann::json Check(const std::string& name, bool ok, const std::string& detail
 }
 
 planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch,
-                                     Schedule schedule, double host_link) {
+                                     Schedule schedule, double host_link,
+                                     const proto::ProfileFile* profile = nullptr) {
   planner::MakePlanOptions m;
   m.num_devices = devices;
   m.device_memory = memory;
   m.minibatch = minibatch;
   m.schedule = schedule;
   m.host_link = host_link;
+  // The emulated link's copies each hand off to their thread and oversleep
+  // once (measured by the profiler), as harmony-plan --host-link-latency
+  // plans for them.
+  if (host_link > 0 && profile != nullptr) {
+    const proto::Bandwidths& bw = profile->profile().bandwidths();
+    m.host_link_latency = bw.transfer_latency_s() + bw.sleep_overshoot_s();
+  }
   return m;
 }
 
@@ -206,6 +214,9 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
         config["weight_bytes"] = WeightBytes(profiles[n]);
         config["gradient_bytes"] = GradientBytes(profiles[n]);
         config["vlayers"] = profiles[n].profile().vlayers_size();
+        config["emulated_link_latency_s"] =
+            profiles[n].profile().bandwidths().transfer_latency_s() +
+            profiles[n].profile().bandwidths().sleep_overshoot_s();
         nlohmann::json runs = nlohmann::json::array();
         const common::TrainingData data = RepeatData(model->data, d);
         for (double link : {0.0, emulated_link}) {
@@ -238,7 +249,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
               if (link == 0 && reserve < 0.15) {
                 made = plans[key];
               } else {
-                planner::MakePlanOptions m = PlanOptions(n, cap, d, s, link);
+                planner::MakePlanOptions m = PlanOptions(n, cap, d, s, link, &profiles[n]);
                 m.memory_reserve = reserve;
                 absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
                 if (!planned.ok() && s != Schedule::kHarmony &&
@@ -337,7 +348,8 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           }
           if (h != nullptr && od != nullptr &&
               (*h)["backward_microbatch"] != (*od)["backward_microbatch"]) {
-            planner::MakePlanOptions m = PlanOptions(n, cap, d, Schedule::kOndemand, link);
+            planner::MakePlanOptions m =
+                PlanOptions(n, cap, d, Schedule::kOndemand, link, &profiles[n]);
             m.microbatch = (*h)["backward_microbatch"].get<int>();
             absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
             if (planned.ok()) {
