@@ -343,6 +343,14 @@ absl::StatusOr<double> ParseHostLink(const std::string& text) {
   return harmony::common::ParseBandwidth(text);
 }
 
+// --host-link-latency in seconds; -1 (the profile's) when not given.
+absl::StatusOr<double> ParseHostLinkLatency(const std::string& text) {
+  if (text.empty()) return -1.0;
+  absl::StatusOr<absl::Duration> latency = harmony::common::ParseDuration(text);
+  if (!latency.ok()) return latency.status();
+  return absl::ToDoubleSeconds(*latency);
+}
+
 // "0-3,4-7,8-11" -> packs.
 absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
   harmony::planner::Packing packs;
@@ -545,11 +553,9 @@ int Plan(const std::vector<std::string>& args) {
   options.microbatch = microbatch;
   options.time_tolerance = tolerance;
   options.host_link = *host_link;
-  if (!host_latency_text.empty()) {
-    auto latency = harmony::common::ParseDuration(host_latency_text);
-    if (!latency.ok()) return Fail(latency.status());
-    options.host_link_latency = absl::ToDoubleSeconds(*latency);
-  }
+  absl::StatusOr<double> host_latency = ParseHostLinkLatency(host_latency_text);
+  if (!host_latency.ok()) return Fail(host_latency.status());
+  options.host_link_latency = *host_latency;
   options.progress = progress;
   if (servers < 1) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--servers ", servers, ": at least 1")));
@@ -675,14 +681,10 @@ int SimulatePlan(const std::vector<std::string>& args) {
     network.latency_s = plan->config().network_latency_s();
     network.shard_optimizer_state = plan->config().shard_optimizer_state();
   }
-  double host_latency = -1;
-  if (!host_latency_text.empty()) {
-    auto latency = harmony::common::ParseDuration(host_latency_text);
-    if (!latency.ok()) return Fail(latency.status());
-    host_latency = absl::ToDoubleSeconds(*latency);
-  }
+  absl::StatusOr<double> host_latency = ParseHostLinkLatency(host_latency_text);
+  if (!host_latency.ok()) return Fail(host_latency.status());
   auto cost = harmony::planner::CostModel::Create(harmony::planner::ProfileOfPlan(*plan),
-                                                  *host_link, network, host_latency);
+                                                  *host_link, network, *host_latency);
   if (!cost.ok()) return Fail(cost.status());
   auto graph = harmony::planner::TaskGraphFromPlan(*plan);
   if (!graph.ok()) return Fail(graph.status());
