@@ -369,8 +369,8 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 
 int Plan(const std::vector<std::string>& args) {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
-      mode = "auto", schedule = "harmony", local_text = "auto", packs_text, host_link_text,
-      host_latency_text, network_text = "1.25GB/s",
+      mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
+      host_link_text, host_latency_text, network_text = "1.25GB/s",
       latency_text = "50us";
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
@@ -410,6 +410,11 @@ int Plan(const std::vector<std::string>& args) {
        "auto | yes | no: in vDP, keep activations (and their gradients) between a "
        "device's packs on the device instead of sending them through the host; auto "
        "tries both")
+      ("peer-weights", po::value(&peer_text)->default_value(peer_text),
+       "auto | yes | no: in vDP on several devices, device 0 swaps each pack's "
+       "parameters in and the other devices copy them from it, so they cross the host "
+       "link once; auto: yes when devices copy between them at least as fast as from "
+       "the host")
       ("memory-reserve", po::value(&reserve)->default_value(0.1),
        "fraction of each device's memory the plan leaves free for what the "
        "profile does not see (allocator slack, runtime buffers)")
@@ -585,6 +590,14 @@ int Plan(const std::vector<std::string>& args) {
   } else if (local_text != "auto") {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--local-activations \"", local_text, "\": expected auto, yes or no")));
+  }
+  if (peer_text == "yes") {
+    options.peer_weights = true;
+  } else if (peer_text == "no") {
+    options.peer_weights = false;
+  } else if (peer_text != "auto") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--peer-weights \"", peer_text, "\": expected auto, yes or no")));
   }
   if (!packs_text.empty()) {
     auto packs = ParsePacks(packs_text);

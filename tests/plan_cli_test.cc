@@ -154,6 +154,23 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_NE(bad_local.output.find("--local-activations \"maybe\": expected auto, yes or no"),
             std::string::npos)
       << bad_local.output;
+  // Weights copied from device 0, pinned yes and no: the plan says so and
+  // swaps fewer bytes in from the host; a bad value is named.
+  auto peer = RunCommand(absl::StrCat(plan, Tmp("pw.pb"), " --mode vdp --packs 0-0,1-1,2-2,3-3,4-4,5-5,6-6,7-7 --peer-weights yes"));
+  ASSERT_EQ(peer.exit_code, 0) << peer.output;
+  EXPECT_NE(peer.output.find("weights cross the host link once"), std::string::npos)
+      << peer.output;
+  auto own = RunCommand(absl::StrCat(plan, Tmp("pw2.pb"), " --mode vdp --packs 0-0,1-1,2-2,3-3,4-4,5-5,6-6,7-7 --peer-weights no"));
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  EXPECT_TRUE(common::ReadPlanFile(Tmp("pw.pb"))->config().peer_weights());
+  EXPECT_FALSE(common::ReadPlanFile(Tmp("pw2.pb"))->config().peer_weights());
+  EXPECT_LT(common::ReadPlanFile(Tmp("pw.pb"))->estimates().swap().weights_in(),
+            common::ReadPlanFile(Tmp("pw2.pb"))->estimates().swap().weights_in());
+  auto bad_peer = RunCommand(absl::StrCat(plan, Tmp("pw3.pb"), " --peer-weights often"));
+  EXPECT_EQ(bad_peer.exit_code, 1);
+  EXPECT_NE(bad_peer.output.find("--peer-weights \"often\": expected auto, yes or no"),
+            std::string::npos)
+      << bad_peer.output;
   // A fixed cost per host transfer: planned for (slower), or named when
   // it is not a duration.
   auto latency = RunCommand(absl::StrCat(plan, Tmp("lat.pb"), " --host-link-latency 2ms"));

@@ -76,6 +76,12 @@ struct Runtime::Impl {
   std::map<int, std::vector<Ref>> data_routes;
   // Tasks each update waits for.
   std::map<int, std::vector<int>> update_deps;
+  // vDP weights copied from another device (WEIGHTS_IN over PEER): the task
+  // each copying task takes its parameters from, and how many tasks copy
+  // each source's; each task's place in its device's list.
+  std::map<int, int> weights_source;
+  std::map<int, int> weights_copies;
+  std::vector<int> position_of;
   // last_reader[k][i]: the last vLayer reading output i of vLayer k.
   std::vector<std::map<int, int>> last_reader;
   // batched[k][i]: output i of vLayer k has the microbatch as dimension 0.
@@ -101,6 +107,16 @@ struct Runtime::Impl {
   // vDP: gradients of (task) published for the reduction.
   std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
   std::set<int> reduced;  // Tasks whose published gradients were summed.
+  // A source task's parameters (detached: without their gradients), kept
+  // until every task copying them has: the source device places nothing
+  // else in their room before (LoadWeights).
+  struct SharedWeights {
+    int device = 0;
+    int position = 0;  // In the device's list.
+    int remaining = 0;
+    std::vector<std::vector<at::Tensor>> params;
+  };
+  std::map<int, SharedWeights> shared_weights;  // By source task.
   std::map<int, double> losses;  // By first sample.
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
@@ -164,8 +180,12 @@ struct Runtime::Impl {
 
   // --- Weights.
 
-  // Copies the host's weights of `range` onto device `d`.
-  WeightsResult LoadWeights(int d, PackRange range, const std::string& label);
+  // Copies task `id`'s weights onto device `d`: from the host, or its
+  // parameters from the device it copies them from (buffers from the host).
+  // First waits until the weights of this device's tasks up to position
+  // `room_of` in its list, whose room they take, have been copied by every
+  // device that copies them.
+  WeightsResult LoadWeights(int d, int id, int room_of, const std::string& label);
 
   // Buffers of the vLayers in `w` that update them, back to the host.
   uint64_t StoreBuffers(const DeviceWeights& w);
@@ -255,7 +275,7 @@ struct Runtime::Impl {
   absl::Status FinishBackward(const Task& t, int d, DeviceWeights& w);
 
   // Starts swapping weights in on device `d`'s weights stream.
-  std::future<WeightsResult> PostWeights(int d, PackRange range, std::string label);
+  std::future<WeightsResult> PostWeights(int d, int id, int room_of, std::string label);
 
   // Device `d`'s compute thread: its tasks in order. A task starts once the
   // previous one has computed (and, in vDP, reduced); what the previous one

@@ -52,11 +52,36 @@ bool Runtime::Impl::IsBatched(const Ref& r, const c10::IValue& v, int size) cons
   return t.dim() > 0 && t.size(0) == size;
 }
 
-Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, PackRange range, const std::string& label) {
+Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_of,
+                                                        const std::string& label) {
+  const PackRange range = graph.tasks[id].vlayers;
+  {
+    // Weights other devices still copy from stay until they have.
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] {
+      if (!error.ok()) return true;
+      for (const auto& [source, shared] : shared_weights) {
+        if (shared.device == d && shared.position <= room_of) return false;
+      }
+      return true;
+    });
+    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+  }
+  const auto source = weights_source.find(id);
+  const bool from_peer = source != weights_source.end();
+  std::vector<std::vector<at::Tensor>> peer_params;
+  int peer_device = -1;
+  if (from_peer) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !error.ok() || shared_weights.count(source->second) > 0; });
+    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+    peer_params = shared_weights[source->second].params;
+    peer_device = shared_weights[source->second].device;
+  }
   const double start = Now();
   auto w = std::make_shared<DeviceWeights>();
   w->range = range;
-  uint64_t bytes = 0;
+  uint64_t host_bytes = 0, peer_bytes = 0;
   auto scope = devices[d]->Place(absl::StrCat("weights in for ", label));
   HARMONY_RETURN_IF_ERROR(CallTorch(label, [&] {
     for (int k = range.begin; k < range.end; ++k) {
@@ -65,22 +90,51 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, PackRange range, 
       // One vLayer at a time on the link, so a microbatch's inputs
       // waiting for it are not held behind a whole pack's weights.
       const double copy_start = Now();
-      ps = devices[d]->ToDeviceMany(host->params(k), label);
+      ps = devices[d]->ToDeviceMany(from_peer ? peer_params[k - range.begin] : host->params(k),
+                                    label);
       bs = devices[d]->ToDeviceMany(buffers, label);
-      uint64_t layer_bytes = 0;
+      uint64_t param_bytes = 0, buffer_bytes = 0;
       for (at::Tensor& t : ps) {
         t.requires_grad_(true);
-        layer_bytes += t.nbytes();
+        param_bytes += t.nbytes();
       }
-      for (const at::Tensor& b : bs) layer_bytes += b.nbytes();
-      bytes += layer_bytes;
-      Link(0, layer_bytes, copy_start);
+      for (const at::Tensor& b : bs) buffer_bytes += b.nbytes();
+      const uint64_t over_link = from_peer ? buffer_bytes : param_bytes + buffer_bytes;
+      host_bytes += over_link;
+      if (from_peer) peer_bytes += param_bytes;
+      Link(0, over_link, copy_start);
       w->params.push_back(std::move(ps));
       w->buffers.push_back(std::move(bs));
     }
   }, absl::StatusCode::kInternal));
-  counts[kWeightsIn] += bytes;
-  Trace(d, TraceStream::kWeightsIn, absl::StrCat("weights in ", label), start);
+  if (from_peer) {
+    // Copied: the source's room may be freed once every copier has.
+    peer_params.clear();
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = shared_weights.find(source->second);
+    if (it != shared_weights.end() && --it->second.remaining <= 0) shared_weights.erase(it);
+    cv.notify_all();
+  }
+  if (auto copies = weights_copies.find(id); copies != weights_copies.end()) {
+    SharedWeights shared;
+    shared.device = d;
+    shared.position = position_of[id];
+    shared.remaining = copies->second;
+    for (const auto& ps : w->params) {
+      std::vector<at::Tensor> detached;
+      for (const at::Tensor& p : ps) detached.push_back(p.detach());
+      shared.params.push_back(std::move(detached));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    shared_weights[id] = std::move(shared);
+    cv.notify_all();
+  }
+  counts[kWeightsIn] += host_bytes;
+  counts[kPeerBytes] += peer_bytes;
+  Trace(d, TraceStream::kWeightsIn,
+        from_peer ? absl::StrCat("weights from device ", peer_device, " for ", label)
+                  : absl::StrCat("weights in ", label),
+        start);
   return w;
 }
 
@@ -418,11 +472,12 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
   return absl::OkStatus();
 }
 
-std::future<Runtime::Impl::WeightsResult> Runtime::Impl::PostWeights(int d, PackRange range, std::string label) {
+std::future<Runtime::Impl::WeightsResult> Runtime::Impl::PostWeights(int d, int id, int room_of,
+                                                                     std::string label) {
   auto promise = std::make_shared<std::promise<WeightsResult>>();
   std::future<WeightsResult> result = promise->get_future();
-  devices[d]->weights().Post([this, d, range, label = std::move(label), promise] {
-    promise->set_value(LoadWeights(d, range, label));
+  devices[d]->weights().Post([this, d, id, room_of, label = std::move(label), promise] {
+    promise->set_value(LoadWeights(d, id, room_of, label));
   });
   return result;
 }
@@ -471,7 +526,8 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       r = it->second.get();
       prefetched.erase(it);
     } else {
-      r = PostWeights(d, t.vlayers, label).get();
+      // In the room of the previous task's, which has finished.
+      r = PostWeights(d, id, static_cast<int>(position) - 1, label).get();
     }
     kept.reset();
     if (!r.ok()) {
@@ -486,7 +542,9 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       for (const Transfer& x : t.transfers) {
         if (x.kind != TransferKind::kPrefetchWeights) continue;
         const Task& next = graph.tasks[x.peer_task];
-        prefetched[next.id] = PostWeights(d, next.vlayers, absl::StrCat("task ", next.id));
+        // In the room of the task before this one, which has finished.
+        prefetched[next.id] = PostWeights(d, next.id, static_cast<int>(position) - 1,
+                                          absl::StrCat("task ", next.id));
       }
     };
     // Exceptions stop here: a plan that does not fit the model (a value

@@ -37,6 +37,7 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
   search.backward_packs = o.backward_packs;
   search.time_tolerance = o.time_tolerance;
   search.local_activations = o.local_activations;
+  search.peer_weights = o.peer_weights;
   search.progress = o.progress;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<SearchResult> found =

@@ -37,6 +37,10 @@ struct MakePlanOptions {
   // vDP: activations between a device's packs kept on it (true), sent
   // through the host (false), or both tried (empty).
   std::optional<bool> local_activations;
+  // vDP on several devices: parameters copied from device 0 instead of
+  // swapped in by every device (true), not (false), or by the bandwidths
+  // (empty; SearchOptions::peer_weights).
+  std::optional<bool> peer_weights;
   // > 0: plan for this host link (bytes/s per direction) instead of the
   // profile's measurement.
   double host_link = 0;

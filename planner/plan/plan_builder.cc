@@ -130,6 +130,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_optimizer(profile.profile().optimizer());
   config->set_single_buffer(!c.prefetch);
   config->set_local_activations(c.local_activations);
+  config->set_peer_weights(c.peer_weights);
   for (int d = 0; d < c.num_devices; ++d) {
     proto::DeviceSchedule* device = plan.add_devices();
     device->set_device(d);
@@ -166,6 +167,9 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   if (c.local_activations()) {
     out += "  activations between a device's packs stay on the device\n";
+  }
+  if (c.peer_weights()) {
+    out += "  weights cross the host link once: device 0 swaps them in, the others copy from it\n";
   }
   absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),
                         PacksText(c.forward_packs()));
@@ -322,6 +326,7 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   c.backward_microbatch = static_cast<int>(pc.backward_microbatch());
   c.prefetch = !pc.single_buffer();
   c.local_activations = pc.local_activations();
+  c.peer_weights = pc.peer_weights();
   for (const proto::Pack& p : pc.forward_packs()) {
     c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }

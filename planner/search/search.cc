@@ -340,6 +340,11 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             c.backward_microbatch = ub;
             c.forward_packs = fwd;
             c.backward_packs = bwd;
+            c.peer_weights = mode == Mode::kVdp && o.num_devices > 1 &&
+                             o.schedule == Schedule::kHarmony &&
+                             (o.peer_weights ? *o.peer_weights
+                                             : model.bandwidths().peer >=
+                                                   model.bandwidths().host_to_device);
             // vDP with and without the activations between a device's
             // packs kept on it: fewer bytes over the link for more device
             // memory.

@@ -45,6 +45,11 @@ struct SearchOptions {
   // the device (true), go through the host (false), or both are tried
   // (empty).
   std::optional<bool> local_activations;
+  // vDP on several devices (Harmony's schedule): parameters cross the host
+  // link once, device 0 swapping them in and the others copying them from
+  // it (true), or each device swaps its own in (false); empty: true when
+  // the profile's device-to-device bandwidth is at least the host link's.
+  std::optional<bool> peer_weights;
   // Skip microbatch sizes whose compute alone cannot beat what was found
   // (a lower bound; the result is the same as without: tested).
   bool prune = true;

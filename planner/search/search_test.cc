@@ -224,6 +224,57 @@ TEST(SearchTest, LocalActivationsAreSearchedInVdp) {
   EXPECT_LE(both->sim.iteration_s, pinned[true].sim.iteration_s);
 }
 
+// vDP on several devices copies the parameters from device 0 when devices
+// copy between them at least as fast as from the host (auto), or as pinned;
+// never for vPP or a baseline.
+TEST(SearchTest, PeerWeightsFollowTheBandwidthsOrThePin) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  f.bandwidth = 1e8;
+  proto::ProfileFile profile = MakeFakeProfile(f);
+  auto m = *CostModel::Create(profile);
+  SearchOptions o = Options(2, 6u << 20, 16);
+  o.mode = Mode::kVdp;
+  auto peer_weights = [](const TaskGraph& g) {
+    int n = 0;
+    for (const Task& t : g.tasks) {
+      for (const Transfer& x : t.transfers) {
+        n += x.kind == TransferKind::kWeightsIn && x.channel == Channel::kPeer;
+      }
+    }
+    return n;
+  };
+  absl::StatusOr<SearchResult> on = SearchSchedule(*m, o);  // Peer = host bandwidth.
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->graph.config.peer_weights);
+  EXPECT_GT(peer_weights(on->graph), 0);
+  SearchOptions pinned = o;
+  pinned.peer_weights = false;
+  absl::StatusOr<SearchResult> off = SearchSchedule(*m, pinned);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->graph.config.peer_weights);
+  EXPECT_EQ(peer_weights(off->graph), 0);
+  EXPECT_LT(on->sim.swap.weights_in, off->sim.swap.weights_in);
+  EXPECT_LE(on->sim.iteration_s, off->sim.iteration_s);
+  // Devices that copy between them slower than from the host: not by default.
+  profile.mutable_profile()->mutable_bandwidths()->set_peer_bytes_per_s(1e7);
+  auto slow = *CostModel::Create(profile);
+  absl::StatusOr<SearchResult> r = SearchSchedule(*slow, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->graph.config.peer_weights);
+  // Nor for vPP or the data-parallel baseline, even pinned.
+  pinned.peer_weights = true;
+  pinned.mode = Mode::kVpp;
+  r = SearchSchedule(*m, pinned);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(peer_weights(r->graph), 0);
+  pinned.mode = std::nullopt;
+  pinned.schedule = Schedule::kDpSwap;
+  r = SearchSchedule(*m, pinned);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(peer_weights(r->graph), 0);
+}
+
 // The compute bound by hand: 1 ms per sample and vLayer forward, 2 ms
 // backward (with the recompute). vDP on 2 devices, minibatch 9: the first
 // device's 5 samples through 3 forward and 6 backward vLayers; vPP: the 9

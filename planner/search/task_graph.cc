@@ -164,9 +164,23 @@ class Builder {
                                       t.vlayers, -1, -1, t.id, bytes});
           }
         }
+        const int during = i > 0 && c_.prefetch ? list[i - 1] : -1;
+        if (c_.peer_weights && c_.mode == Mode::kVdp && d > 0) {
+          // Parameters from device 0's task at the same place in its list
+          // (the same pack and kind), buffers from the host.
+          const uint64_t buffers = m_.BufferBytes(t.vlayers.begin, t.vlayers.end);
+          std::vector<Transfer> in = {{TransferKind::kWeightsIn, Channel::kPeer, t.vlayers, -1,
+                                       0, during, bytes - buffers}};
+          if (buffers > 0) {
+            in.push_back({TransferKind::kWeightsIn, Channel::kHost, t.vlayers, -1, -1, during,
+                          buffers});
+          }
+          t.transfers.insert(t.transfers.begin(), in.begin(), in.end());
+          continue;
+        }
         t.transfers.insert(t.transfers.begin(),
                            Transfer{TransferKind::kWeightsIn, Channel::kHost, t.vlayers, -1,
-                                    -1, i > 0 && c_.prefetch ? list[i - 1] : -1, bytes});
+                                    -1, during, bytes});
       }
     }
   }
@@ -617,7 +631,35 @@ absl::Status ValidateTaskGraph(const CostModel& m, const TaskGraph& g) {
       {TransferKind::kActivationsOut, TransferKind::kActivationsIn},
       {TransferKind::kStashOut, TransferKind::kStashIn},
   };
+  // A device's weights copied from another device's: from its task at the
+  // same place in that device's list (same pack and kind), which swaps
+  // them in from the host.
+  auto peer_weights_source = [&](const Task& t, const Transfer& x) -> absl::Status {
+    if (x.peer_device < 0 || x.peer_device >= g.config.num_devices || x.peer_device == t.device) {
+      return fail(t, absl::StrCat("copies its weights from device ", x.peer_device));
+    }
+    const std::vector<int> mine = g.DeviceTasks(t.device);
+    const std::vector<int> theirs = g.DeviceTasks(x.peer_device);
+    const size_t at = std::find(mine.begin(), mine.end(), t.id) - mine.begin();
+    if (at >= theirs.size()) return fail(t, "copies its weights from no task");
+    const Task& source = g.tasks[theirs[at]];
+    bool from_host = false;
+    for (const Transfer& y : source.transfers) {
+      from_host = from_host ||
+                  (y.kind == TransferKind::kWeightsIn && y.channel == Channel::kHost);
+    }
+    if (source.kind != t.kind || source.pack != t.pack || !from_host) {
+      return fail(t, absl::StrCat("copies its weights from task ", source.id,
+                                  ", which does not swap in the same pack's"));
+    }
+    return absl::OkStatus();
+  };
   for (const Task& t : g.tasks) {
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kWeightsIn && x.channel == Channel::kPeer) {
+        if (absl::Status s = peer_weights_source(t, x); !s.ok()) return s;
+      }
+    }
     for (const auto& [out, in] : pairs) {
       std::map<int, bool> peers;
       for (const Transfer& x : t.transfers) {

@@ -56,6 +56,12 @@ struct Config {
   // back. Saves their bytes on the link twice; the device holds them from
   // the sender's compute to the receiver's.
   bool local_activations = false;
+  // vDP on several devices: device 0 swaps each pack's parameters in from
+  // the host and every other device copies them from device 0 (PEER
+  // weights-in), so they cross the host link once instead of once per
+  // device; buffers still come from the host (a forward may be updating
+  // device 0's). Device 0 keeps its copy until every peer has taken it.
+  bool peer_weights = false;
 };
 
 enum class TaskKind { kForward, kBackward, kUpdate };

@@ -218,6 +218,79 @@ TEST(TaskGraphTest, VdpLocalActivationsStayOnTheDevice) {
   }
 }
 
+// With peer_weights, vDP device 0 swaps every pack's weights in from the
+// host and the other devices copy the parameters from its task at the same
+// place in its list, taking only the buffers from the host.
+TEST(TaskGraphTest, VdpPeerWeightsCrossTheHostLinkOnce) {
+  FakeProfileOptions o;
+  o.layers = 6;
+  proto::ProfileFile profile = MakeFakeProfile(o);
+  profile.mutable_profile()->mutable_vlayers(2)->set_buffer_bytes(4096);
+  auto m = *CostModel::Create(profile);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 3;
+  c.minibatch = 12;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 2}, {2, 4}};
+  c.backward_packs = {{0, 2}, {2, 4}, {4, 6}};
+  c.peer_weights = true;
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  const std::vector<int> first = g->DeviceTasks(0);
+  uint64_t host = 0, peer = 0;
+  for (int d = 0; d < c.num_devices; ++d) {
+    const std::vector<int> list = g->DeviceTasks(d);
+    ASSERT_EQ(list.size(), first.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Task& t = g->tasks[list[i]];
+      const uint64_t weights = m->WeightBytes(t.vlayers.begin, t.vlayers.end);
+      const uint64_t buffers = m->BufferBytes(t.vlayers.begin, t.vlayers.end);
+      uint64_t from_host = 0, from_peer = 0;
+      for (const Transfer& x : Of(t, TransferKind::kWeightsIn)) {
+        if (x.channel == Channel::kPeer) {
+          EXPECT_EQ(x.peer_device, 0) << "task " << t.id;
+          from_peer += x.bytes;
+        } else {
+          EXPECT_EQ(x.channel, Channel::kHost) << "task " << t.id;
+          from_host += x.bytes;
+        }
+      }
+      host += from_host;
+      peer += from_peer;
+      if (Of(t, TransferKind::kWeightsIn).empty()) continue;  // Kept from the last forward.
+      if (d == 0) {
+        EXPECT_EQ(from_host, weights) << "task " << t.id;
+        EXPECT_EQ(from_peer, 0u) << "task " << t.id;
+      } else {
+        EXPECT_EQ(from_host, buffers) << "task " << t.id;
+        EXPECT_EQ(from_peer, weights - buffers) << "task " << t.id;
+        EXPECT_EQ(g->tasks[first[i]].vlayers, t.vlayers);
+      }
+    }
+  }
+  // Each device's list: forward 0-1, 2-3, the fused 4-5, backward 2-3, 0-1.
+  const uint64_t passes = m->WeightBytes(0, 4) * 2 + m->WeightBytes(4, 6);
+  const uint64_t buffer_passes = 4096 * 2;  // vLayer 2 forward and backward.
+  EXPECT_EQ(host, passes + 2 * buffer_passes);
+  EXPECT_EQ(peer, 2 * (passes - buffer_passes));
+
+  // A copy from the device itself, or from a task of another pack, is caught.
+  TaskGraph bad = *g;
+  const int copier = bad.DeviceTasks(1).front();
+  for (Transfer& x : bad.tasks[copier].transfers) {
+    if (x.kind == TransferKind::kWeightsIn && x.channel == Channel::kPeer) x.peer_device = 1;
+  }
+  EXPECT_FALSE(ValidateTaskGraph(*m, bad).ok());
+  bad = *g;
+  for (Transfer& x : bad.tasks[first.front()].transfers) {
+    if (x.kind == TransferKind::kWeightsIn) x.channel = Channel::kPeer;
+  }
+  EXPECT_FALSE(ValidateTaskGraph(*m, bad).ok());
+}
+
 TEST(TaskGraphTest, ValidatorCatchesBrokenGraphs) {
   auto m = Model(12);
   TaskGraph good = *BuildTaskGraph(*m, HandWorkedVpp());

@@ -43,6 +43,8 @@ struct Hold {
   // Allocated when from_op ends rather than starts: what a compute makes
   // counts in its working set until then.
   bool from_end = false;
+  // And not before these ops have ended (copies other devices take of it).
+  std::vector<int> until_also;
 };
 
 class Sim {
@@ -207,31 +209,48 @@ class Sim {
       // released its weights (double buffering: two tasks' weights at most).
       const int position = static_cast<int>(device_tasks_[d].size());
       device_tasks_[d].push_back(t.id);
+      // Copied from another device (vDP peer weights): once the source has
+      // swapped them in; the source holds its copy until every copy is done
+      // and swaps nothing into that place before.
+      auto slot_deps = [&](int task) {
+        std::vector<int> deps = end_ops_[task];
+        auto copies = peer_copies_.find(task);
+        if (copies != peer_copies_.end()) {
+          deps.insert(deps.end(), copies->second.begin(), copies->second.end());
+        }
+        return deps;
+      };
       for (const Transfer* w : Find(t, TransferKind::kWeightsIn, -1)) {
         std::vector<int> deps;
         if (w->peer_task >= 0 && position >= 2) {
-          const int before = device_tasks_[d][position - 2];
-          deps = end_ops_[before];
+          deps = slot_deps(device_tasks_[d][position - 2]);
         } else if (w->peer_task < 0 && position >= 1) {
           // Not prefetched: after the previous task.
-          deps = end_ops_[device_tasks_[d][position - 1]];
+          deps = slot_deps(device_tasks_[d][position - 1]);
         }
-        weight_op_[t.id] = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
-                               Name([&] { return absl::StrCat("weights in ", label); }));
-        // The runtime starts a prefetch once the task it overlaps has its
-        // first microbatch's inputs.
-        if (w->peer_task >= 0 && first_input_[w->peer_task] >= 0) {
-          deps.push_back(first_input_[w->peer_task]);
+        int op;
+        if (w->channel == Channel::kPeer) {
+          const int source = device_tasks_.at(w->peer_device).at(position);
+          deps.push_back(weight_op_[source]);
+          op = Add(d, kWeightsIn, kNoLink, w->bytes / peer_bw_, deps,
+                   Name([&] { return absl::StrCat("weights from device ", w->peer_device, " ",
+                                                  label); }));
+          peer_copies_[source].push_back(op);
+          for (int h : weights_holder_[source]) holds_[h].until_also.push_back(op);
+        } else {
+          op = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
+                   Name([&] { return absl::StrCat("weights in ", label); }));
         }
+        weight_op_[t.id] = op;
         const int during = w->peer_task >= 0 ? first_compute_[w->peer_task] : -1;
-        holds_.push_back({d, w->bytes, weight_op_[t.id], -(t.id + 1), during});
-        weights_holder_[t.id] = static_cast<int>(holds_.size()) - 1;
+        holds_.push_back({d, w->bytes, op, -(t.id + 1), during});
+        weights_holder_[t.id].push_back(static_cast<int>(holds_.size()) - 1);
       }
       if (weight_op_[t.id] < 0 && kept_for.count(t.id)) {
         // Kept resident by the previous task on the device: extend its hold.
         auto it = weights_holder_.find(kept_for[t.id]);
         if (it != weights_holder_.end()) {
-          holds_[it->second].until_op = -(t.id + 1);
+          for (int h : it->second) holds_[h].until_op = -(t.id + 1);
           weights_holder_[t.id] = it->second;
         }
       }
@@ -531,6 +550,7 @@ class Sim {
     double from = h.from_end ? ops_[h.from_op].end : ops_[h.from_op].start;
     if (h.or_from_op >= 0) from = std::min(from, ops_[h.or_from_op].start);
     double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
+    for (int op : h.until_also) until = std::max(until, ops_[op].end);
     if (h.at_least_past_position >= 0) {
       const std::vector<int>& list = device_tasks_.at(h.device);
       const size_t next = static_cast<size_t>(h.at_least_past_position) + 1;
@@ -583,7 +603,9 @@ class Sim {
     for (const Task& t : g_.tasks) {
       for (const Transfer& x : t.transfers) {
         switch (x.kind) {
-          case TransferKind::kWeightsIn: r.swap.weights_in += x.bytes; break;
+          case TransferKind::kWeightsIn:
+            (x.channel == Channel::kPeer ? r.swap.peer : r.swap.weights_in) += x.bytes;
+            break;
           case TransferKind::kGradientsOut:
           case TransferKind::kBuffersOut: r.swap.gradients_out += x.bytes; break;
           case TransferKind::kStashOut: r.swap.stash_out += x.bytes; stash += x.bytes; break;
@@ -629,7 +651,8 @@ class Sim {
   std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;
   std::vector<Hold> holds_;
-  std::map<int, int> weights_holder_;  // Task -> its weights' hold.
+  std::map<int, std::vector<int>> weights_holder_;  // Task -> its weights' holds.
+  std::map<int, std::vector<int>> peer_copies_;     // Task -> copies of its weights.
   std::map<int, int> first_op_on_;     // Device -> its first op.
 };
 

@@ -236,6 +236,45 @@ TEST(SimulatorTest, VdpReductionWaitsForEveryDevice) {
   EXPECT_EQ(reductions, 2);
 }
 
+// vDP peer weights: device 1 copies each pack's parameters from device 0
+// once device 0 has swapped them in, at the peer bandwidth and off the host
+// link; device 0 swaps nothing into their room until the copy is done, and
+// the bytes are counted device to device.
+TEST(SimulatorTest, PeerWeightsAreCopiedFromDeviceZeroBeforeItsRoomIsReused) {
+  FakeProfileOptions o;  // 1 MiB weights per vLayer, 1 GB/s host link.
+  o.layers = 3;
+  proto::ProfileFile profile = MakeFakeProfile(o);
+  profile.mutable_profile()->mutable_bandwidths()->set_peer_bytes_per_s(1e6);  // Slow.
+  auto m = *CostModel::Create(profile);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 2;
+  c.forward_microbatch = 1;
+  c.backward_microbatch = 1;
+  c.forward_packs = {{0, 1}, {1, 2}};
+  c.backward_packs = {{0, 1}, {1, 2}, {2, 3}};
+  auto own = Simulate(*m, *BuildTaskGraph(*m, c), false);
+  ASSERT_TRUE(own.ok()) << own.status();
+  c.peer_weights = true;
+  auto r = Simulate(*m, *BuildTaskGraph(*m, c), true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const TraceEvent& in = Event(*r, "weights in forward 0-0");  // Device 0's.
+  const TraceEvent& copy = Event(*r, "weights from device 0 forward 0-0");
+  EXPECT_EQ(in.device, 0);
+  EXPECT_EQ(copy.device, 1);
+  EXPECT_EQ(copy.stream, kWeightsIn);
+  EXPECT_NEAR(copy.start_s, in.end_s, 1e-12);
+  EXPECT_NEAR(copy.end_s - copy.start_s, kMiB / 1e6, 1e-9);
+  // Device 0's third task (the fused pack) swaps its weights into the room
+  // of its first: after device 1 has copied them.
+  EXPECT_GE(Event(*r, "weights in backward 2-2").start_s, copy.end_s - 1e-12);
+  // Every pack's parameters cross the host link once instead of twice.
+  EXPECT_EQ(own->swap.weights_in, 2 * r->swap.weights_in);
+  EXPECT_EQ(r->swap.peer - own->swap.peer, r->swap.weights_in);
+}
+
 // As the runtime runs them: a device's next task starts once its previous
 // one has computed (its gradients leave beside it), and the weights it
 // prefetches during a task occupy memory from that task's start, however
