@@ -86,21 +86,11 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
   return in;
 }
 
-std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Task& t, int d,
-                                                                       const planner::Microbatch& mb,
-                                                                       int after_done) {
+std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Task& t, int d, const planner::Microbatch& mb) {
   auto promise = std::make_shared<std::promise<HostInputsResult>>();
   std::future<HostInputsResult> result = promise->get_future();
-  devices[d]->copy_in().Post([this, &t, d, mb, promise, after_done] {
+  devices[d]->copy_in().Post([this, &t, d, mb, promise] {
     HostInputsResult r = absl::InternalError("copy-in stopped");
-    if (after_done >= 0) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !error.ok() || done[after_done]; });
-      if (!error.ok()) {
-        promise->set_value(absl::CancelledError("stopped: another task failed"));
-        return;
-      }
-    }
     try {
       r = CopyInputsIn(t, d, mb);
     } catch (const std::exception& e) {

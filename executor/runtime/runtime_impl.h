@@ -210,9 +210,7 @@ struct Runtime::Impl {
   // its compute (DESIGN.md §6): a task's inputs from the host (data,
   // targets, activations and stashes sent through the host) are copied in
   // on the copy-in stream, all of the task's microbatches in order, from
-  // when the device starts the task (the first microbatch's from when the
-  // previous task on the device starts its last); what it sends through
-  // the host, and
+  // when the device starts the task; what it sends through the host, and
   // its gradients, are copied out on the copy-out stream, the device
   // tensors counting against the device until their copy has finished.
   // Values that stay on the device (LOCAL) or go to another device (PEER)
@@ -238,10 +236,8 @@ struct Runtime::Impl {
   HostInputsResult CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb);
 
   // Starts copying one microbatch's host inputs in on device `d`'s copy-in
-  // stream; with `after_done` >= 0, once that task is done (its copies out
-  // have left the device).
-  std::future<HostInputsResult> PostInputs(const Task& t, int d, const planner::Microbatch& mb,
-                                           int after_done = -1);
+  // stream.
+  std::future<HostInputsResult> PostInputs(const Task& t, int d, const planner::Microbatch& mb);
 
   // Everything task `t` reads for one microbatch, into `values` (keyed by
   // tensor): the host inputs `host` brings, and what other tasks left on
@@ -263,17 +259,13 @@ struct Runtime::Impl {
 
   // --- Tasks.
 
-  // Run the task's microbatches; `first_inputs_in` once its first has its
-  // inputs, `last_starts` when its last (of two or more) starts.
   absl::Status Forward(const Task& t, int d, DeviceWeights& w,
                        std::vector<std::future<HostInputsResult>>& inputs,
-                       const std::function<void()>& first_inputs_in,
-                       const std::function<void()>& last_starts);
+                       const std::function<void()>& first_inputs_in);
 
   absl::Status Backward(const Task& t, int d, DeviceWeights& w,
                         std::vector<std::future<HostInputsResult>>& inputs,
-                        const std::function<void()>& first_inputs_in,
-                        const std::function<void()>& last_starts);
+                        const std::function<void()>& first_inputs_in);
 
   // The task's gradients, as a list per vLayer (zeros where a parameter got
   // none).

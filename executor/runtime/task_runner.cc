@@ -171,12 +171,10 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
 
 absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
                      std::vector<std::future<HostInputsResult>>& inputs,
-                     const std::function<void()>& first_inputs_in,
-                      const std::function<void()>& last_starts) {
+                     const std::function<void()>& first_inputs_in) {
   c10::NoGradGuard no_grad;
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
     const planner::Microbatch& mb = t.microbatches[m];
-    if (m >= 1 && m + 1 == t.microbatches.size()) last_starts();
     std::map<Ref, c10::IValue> values;
     HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
     if (m == 0) first_inputs_in();
@@ -224,15 +222,13 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
 
 absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
                       std::vector<std::future<HostInputsResult>>& inputs,
-                      const std::function<void()>& first_inputs_in,
-                      const std::function<void()>& last_starts) {
+                      const std::function<void()>& first_inputs_in) {
   // Gradients accumulate over the task's microbatches from zero.
   for (auto& ps : w.params) {
     for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
   }
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
     const planner::Microbatch& mb = t.microbatches[m];
-    if (m >= 1 && m + 1 == t.microbatches.size()) last_starts();
     std::map<Ref, c10::IValue> values;
     std::vector<std::map<Ref, c10::IValue>> incoming;
     HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming));
@@ -493,8 +489,6 @@ absl::Status Runtime::Impl::RunDevice(int d) {
   std::vector<int> list = graph.DeviceTasks(d);
   std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
   std::map<int, std::future<WeightsResult>> prefetched;
-  std::future<HostInputsResult> early;  // The next task's first inputs.
-  int early_for = -1;
   absl::Status status;
   for (size_t position = 0; position < list.size(); ++position) {
     const int id = list[position];
@@ -519,17 +513,9 @@ absl::Status Runtime::Impl::RunDevice(int d) {
     const std::string label = absl::StrCat("task ", id, " (", planner::TaskKindName(t.kind),
                                            " of vLayers ", t.vlayers.begin, "-",
                                            t.vlayers.end - 1, ")");
-    // Inputs from the host: copied in from now on, while the weights come
-    // (the first microbatch's may be on their way already).
+    // Inputs from the host: copied in from now on, while the weights come.
     std::vector<std::future<HostInputsResult>> inputs;
-    for (const planner::Microbatch& mb : t.microbatches) {
-      if (mb.index == 0 && early_for == id) {
-        inputs.push_back(std::move(early));
-        early_for = -1;
-      } else {
-        inputs.push_back(PostInputs(t, d, mb));
-      }
-    }
+    for (const planner::Microbatch& mb : t.microbatches) inputs.push_back(PostInputs(t, d, mb));
     // Weights: kept, prefetched, or swapped in now.
     std::shared_ptr<DeviceWeights> w;
     const double wait_start = Now();
@@ -561,22 +547,11 @@ absl::Status Runtime::Impl::RunDevice(int d) {
                                           absl::StrCat("task ", next.id));
       }
     };
-    // The next task's first microbatch's host inputs come in while this
-    // task computes its last (as the plan has it), once the task before
-    // this one is done, as the next task itself would wait.
-    auto last_starts = [&] {
-      if (position + 1 >= list.size()) return;
-      const Task& next = graph.tasks[list[position + 1]];
-      if (next.microbatches.empty()) return;
-      early = PostInputs(next, d, next.microbatches.front(),
-                         position >= 1 ? list[position - 1] : -1);
-      early_for = next.id;
-    };
     // Exceptions stop here: a plan that does not fit the model (a value
     // a vLayer needs and nobody sent) must not take the process down.
     try {
-      status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs, prefetch, last_starts)
-                                            : Backward(t, d, *w, inputs, prefetch, last_starts);
+      status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs, prefetch)
+                                            : Backward(t, d, *w, inputs, prefetch);
       if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
     } catch (const std::exception& e) {
       status = absl::InternalError(absl::StrCat(label, ": ", e.what()));

@@ -171,7 +171,6 @@ class Sim {
     first_input_.assign(n, -1);
     weight_op_.assign(n, -1);
     end_ops_.assign(n, {});
-    computes_.assign(n, {});
     std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
     std::map<int, int> kept_for;                     // Task -> who kept its weights.
     for (const Task& t : g_.tasks) {
@@ -262,26 +261,11 @@ class Sim {
       // runs the rest after it (a task ends with an op per microbatch, so
       // listing them on every op made the graph quadratic).
       const std::vector<int> none;
-      bool swap_in_waited = false, compute_waited = false, early_waited = false;
+      bool swap_in_waited = false, compute_waited = false;
       auto after_for = [&](bool& waited) -> const std::vector<int>& {
         if (waited) return none;
         waited = true;
         return after_all;
-      };
-      // The first microbatch's host inputs are copied in from when the
-      // previous task on the device starts its last microbatch (the runtime
-      // posts them then, as the original Harmony pre-receives the next
-      // task's first input); the others from this task's start.
-      std::vector<int> early = after_all;
-      if (position >= 1) {
-        const std::vector<int>& before = computes_[device_tasks_[d][position - 1]];
-        if (before.size() >= 2) early = {before[before.size() - 2]};
-      }
-      auto swap_in_after = [&](int microbatch) -> const std::vector<int>& {
-        if (microbatch != 0) return after_for(swap_in_waited);
-        if (early_waited) return none;
-        early_waited = true;
-        return early;
       };
       int last_compute = -1;
       for (const Microbatch& mb : t.microbatches) {
@@ -306,7 +290,7 @@ class Sim {
         std::vector<LocalIn> locals;
         for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
           const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_,
-                             swap_in_after(mb.index),
+                             after_for(swap_in_waited),
                              Name([&] { return absl::StrCat("data in ", label, " #", mb.index); }));
           inputs.push_back(op);
           in_bytes += x->bytes;
@@ -340,7 +324,7 @@ class Sim {
             }
             in_bytes += x->bytes;
             std::vector<int> deps = from;
-            const std::vector<int>& after = swap_in_after(mb.index);
+            const std::vector<int>& after = after_for(swap_in_waited);
             deps.insert(deps.end(), after.begin(), after.end());
             const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
                                Name([&] { return absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
@@ -368,7 +352,6 @@ class Sim {
         }
         last_compute = compute;
         end_ops_[t.id].push_back(compute);
-        computes_[t.id].push_back(compute);
         if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
         for (const LocalIn& l : locals) {
           if (l.bytes == 0) continue;
@@ -667,7 +650,6 @@ class Sim {
   std::vector<int> first_input_;  // A task's last host input of its first microbatch.
   std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;
-  std::vector<std::vector<int>> computes_;  // A task's compute op per microbatch.
   std::vector<Hold> holds_;
   std::map<int, std::vector<int>> weights_holder_;  // Task -> its weights' holds.
   std::map<int, std::vector<int>> peer_copies_;     // Task -> copies of its weights.

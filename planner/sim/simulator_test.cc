@@ -275,34 +275,6 @@ TEST(SimulatorTest, PeerWeightsAreCopiedFromDeviceZeroBeforeItsRoomIsReused) {
   EXPECT_EQ(r->swap.peer - own->swap.peer, r->swap.weights_in);
 }
 
-// A task's first microbatch's host inputs (here its data) come in while the
-// task before it on the device computes its last microbatch; the others
-// once the task starts (the runtime posts them so).
-TEST(SimulatorTest, FirstInputsComeInDuringThePreviousTasksLastMicrobatch) {
-  auto m = Model(2);
-  Config c;
-  c.mode = Mode::kVdp;
-  c.num_devices = 1;
-  c.device_memory = 1 << 30;
-  c.minibatch = 4;
-  c.forward_microbatch = 2;
-  c.backward_microbatch = 2;
-  c.forward_packs = {{0, 1}};
-  c.backward_packs = {{0, 1}, {1, 2}};
-  auto g = BuildTaskGraph(*m, c);
-  ASSERT_TRUE(g.ok()) << g.status();
-  auto r = Simulate(*m, *g, true);
-  ASSERT_TRUE(r.ok()) << r.status();
-  const TraceEvent& before0 = Event(*r, "backward 1-1 #0");
-  const TraceEvent& before1 = Event(*r, "backward 1-1 #1");
-  const TraceEvent& in0 = Event(*r, "data in backward 0-0 #0");
-  const TraceEvent& in1 = Event(*r, "data in backward 0-0 #1");
-  EXPECT_GE(in0.start_s, before0.end_s - 1e-12);
-  EXPECT_LT(in0.end_s, before1.end_s);  // In before the task starts.
-  EXPECT_GE(in1.start_s, before1.end_s - 1e-12);
-  EXPECT_GE(Event(*r, "backward 0-0 #0").start_s, before1.end_s - 1e-12);
-}
-
 // As the runtime runs them: a device's next task starts once its previous
 // one has computed (its gradients leave beside it), and the weights it
 // prefetches during a task occupy memory from that task's start, however

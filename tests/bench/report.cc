@@ -252,8 +252,10 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
     absl::StrAppendFormat(
         &md,
         "## 1. Swap bytes per iteration\n\n"
-        "Bytes over the host link in one iteration (host to device and back; device-to-device "
-        "not included), counted by the runtime while it trains. Each baseline runs at the largest "
+        "Bytes over the host link in one iteration (host to device and back), counted by the "
+        "runtime while it trains; what went device to device instead (a pipeline's activations, vDP's gradients reduced "
+        "onto device 0, Harmony's weights copied from device 0) is shown after it. Each baseline "
+        "runs at the largest "
         "power-of-two microbatch that fits its devices (as its users would pick); Harmony at "
         "what its search chose. Device memory: %s. Plans leave 10%% of the device free; where "
         "the runtime still ran out of memory (the simulator's peak estimate fell short) the "
@@ -290,9 +292,15 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       std::vector<std::string> cells;
       for (const std::string& sched : kSchedules) {
         const json* r = ByteRun(c, sched);
-        cells.push_back(r ? absl::StrFormat("%s (u=%d%s)", Bytes(HostBytes(*r)),
+        // What went device to device instead (vDP: gradients reduced onto
+        // device 0, weights copied from it).
+        const double peer = r ? (*r)["swap_bytes"].value("peer", 0.0) : 0.0;
+        cells.push_back(r ? absl::StrFormat("%s (u=%d%s)%s", Bytes(HostBytes(*r)),
                                             (*r)["backward_microbatch"].get<int>(),
-                                            ReserveNote(*r))
+                                            ReserveNote(*r),
+                                            peer > 0 ? absl::StrCat(", +", Bytes(peer),
+                                                                    " device to device")
+                                                     : "")
                           : Missing(c, sched));
       }
       const json* h = ByteRun(c, "harmony");

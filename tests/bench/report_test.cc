@@ -116,7 +116,9 @@ TEST(ReportTest, RatiosComeFromTheResults) {
 // link mode that has no runs instead of printing "n/a".
 TEST(ReportTest, EmulatedOnlyResultsStillShowBytes) {
   json config = MadeConfig("vgg", 32, 64, 98);
-  config["runs"] = {MadeRun("harmony", true, 1000, 8, 0.1), MadeRun("ondemand", true, 5000, 2, 0.0),
+  json harmony = MadeRun("harmony", true, 1000, 8, 0.1);
+  harmony["swap_bytes"]["peer"] = 2048;  // Weights copied from device 0.
+  config["runs"] = {harmony, MadeRun("ondemand", true, 5000, 2, 0.0),
                     MadeRun("gpipe", true, 2000, 4, 0.0), MadeRun("dp-swap", true, 3000, 4, 0.0)};
   json results = MadeResults(config, json::array());
   const std::string headline = Headline(results);
@@ -130,7 +132,9 @@ TEST(ReportTest, EmulatedOnlyResultsStillShowBytes) {
   ASSERT_TRUE(WriteReport(results, dir).ok());
   auto md = common::ReadFileToString(std::string(dir) + "/REPORT.md");
   ASSERT_TRUE(md.ok());
-  EXPECT_NE(md->find("| 2 | 64 | 1000 B (u=4) | 4.88 KiB (u=4)"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| 2 | 64 | 1000 B (u=4), +2.00 KiB device to device | 4.88 KiB (u=4)"),
+            std::string::npos)
+      << *md;
 }
 
 }  // namespace
