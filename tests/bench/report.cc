@@ -253,9 +253,9 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         &md,
         "## 1. Swap bytes per iteration\n\n"
         "Bytes over the host link in one iteration (host to device and back), counted by the "
-        "runtime while it trains; what went device to device instead (a pipeline's activations, vDP's gradients reduced "
-        "onto device 0, Harmony's weights copied from device 0) is shown after it. Each baseline "
-        "runs at the largest "
+        "runtime while it trains; what went device to device instead (a pipeline's activations, "
+        "vDP's gradients reduced onto device 0, Harmony's weights copied from device 0) is shown "
+        "after it. Each baseline runs at the largest "
         "power-of-two microbatch that fits its devices (as its users would pick); Harmony at "
         "what its search chose. Device memory: %s. Plans leave 10%% of the device free; where "
         "the runtime still ran out of memory (the simulator's peak estimate fell short) the "
