@@ -122,6 +122,11 @@ struct TaskGraph {
 // Splits `samples` into microbatches of `size` (the last may be smaller).
 std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int size);
 
+// InvalidArgument naming the problem when `config` is malformed (packs
+// that do not cover the vLayers, U_f < U_b, more devices than samples for
+// vDP).
+absl::Status ValidateConfig(const CostModel& model, const Config& config);
+
 // Builds Harmony's task graph for `config`. InvalidArgument when the config
 // is malformed (packs that do not cover the vLayers, U_f < U_b, more
 // devices than samples for vDP).
