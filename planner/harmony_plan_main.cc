@@ -352,6 +352,16 @@ absl::StatusOr<double> ParseHostLinkLatency(const std::string& text) {
 }
 
 // "0-3,4-7,8-11" -> packs.
+// auto (empty: the planner decides), yes or no.
+absl::StatusOr<std::optional<bool>> ParseAutoYesNo(const std::string& flag,
+                                                   const std::string& text) {
+  if (text == "yes") return std::optional<bool>(true);
+  if (text == "no") return std::optional<bool>(false);
+  if (text == "auto") return std::optional<bool>();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " \"", text, "\": expected auto, yes or no"));
+}
+
 absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
   harmony::planner::Packing packs;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
@@ -583,22 +593,12 @@ int Plan(const std::vector<std::string>& args) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--mode \"", mode, "\": expected auto, vpp or vdp")));
   }
-  if (local_text == "yes") {
-    options.local_activations = true;
-  } else if (local_text == "no") {
-    options.local_activations = false;
-  } else if (local_text != "auto") {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--local-activations \"", local_text, "\": expected auto, yes or no")));
-  }
-  if (peer_text == "yes") {
-    options.peer_weights = true;
-  } else if (peer_text == "no") {
-    options.peer_weights = false;
-  } else if (peer_text != "auto") {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--peer-weights \"", peer_text, "\": expected auto, yes or no")));
-  }
+  auto local = ParseAutoYesNo("--local-activations", local_text);
+  if (!local.ok()) return Fail(local.status());
+  options.local_activations = *local;
+  auto peer = ParseAutoYesNo("--peer-weights", peer_text);
+  if (!peer.ok()) return Fail(peer.status());
+  options.peer_weights = *peer;
   if (!packs_text.empty()) {
     auto packs = ParsePacks(packs_text);
     if (!packs.ok()) return Fail(packs.status());
