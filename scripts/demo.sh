@@ -42,9 +42,10 @@ bazel-bin/planner/harmony-plan profile "$out/gpt.pt" --sample-input "$out/gpt_da
   --devices cpu:2x256MiB --max-microbatch 64 --profile-out "$out/gpt.profile.json"
 
 echo
-echo "demo: 5. plan it for 2 devices of 2 MiB (the model needs more: it must swap)"
+echo "demo: 5. plan it for 2 devices of 2 MiB (the model needs more: it must swap) behind a"
+echo "        200 MB/s host link, the balance of a PCIe 3 GPU server for these 2 cores' compute"
 bazel-bin/planner/harmony-plan "$out/gpt.pt" --profile "$out/gpt.profile.json" \
-  --gpus 2 --device-memory 2MiB --minibatch 32 -o "$out/gpt.plan.pb" \
+  --gpus 2 --device-memory 2MiB --minibatch 32 --host-link 200MB/s -o "$out/gpt.plan.pb" \
   --json "$out/gpt.plan.json" --trace "$out/gpt.trace.json"
 # The whole task list goes to a file (a pipe into head would end inspect with
 # SIGPIPE, which pipefail turns into a failure); its start is shown here.
@@ -53,9 +54,11 @@ head -20 "$out/gpt.plan.tasks.txt"
 echo "  ... (the whole list: $out/gpt.plan.tasks.txt)"
 
 echo
-echo "demo: 6. train it with the plan on 2 virtual devices of 2 MiB (AdamW, 10 iterations)"
+echo "demo: 6. train it with the plan on 2 virtual devices of 2 MiB, the host link emulated at"
+echo "        200 MB/s (AdamW, 10 iterations)"
 bazel-bin/executor/harmony-exec run "$out/gpt.plan.pb" --model "$out/gpt.pt" \
   --data "$out/gpt_data.pt" --iterations 10 --devices cpu:2x2MiB --optimizer adamw \
+  --emulate-host-link 200MB/s \
   --lr 0.003 --out "$out/gpt_harmony.pt" --metrics "$out/gpt.metrics.jsonl" \
   --trace "$out/gpt.exec_trace.json"
 
