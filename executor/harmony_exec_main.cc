@@ -387,11 +387,14 @@ int Run(const std::vector<std::string>& args) {
     for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);
     const double busy = m->compute_s + m->swap_wait_s;
     std::cout << absl::StrFormat(
-        "iter %*d/%d  loss %.4f  %7.1f samples/s%s  to devices %s  to host %s  peak %s of %s"
+        "iter %*d/%d  loss %.4f  %7.1f samples/s%s  to devices %s  to host %s%s  peak %s of %s"
         "  compute %s wait %s  optimizer %s\n",
         static_cast<int>(std::to_string(iterations).size()), i + 1, iterations, m->loss,
         m->samples_per_s, m->emulated_link ? " (emulated link)" : "",
-        FormatBytes(m->bytes.to_device()), FormatBytes(m->bytes.to_host()), FormatBytes(peak),
+        FormatBytes(m->bytes.to_device()), FormatBytes(m->bytes.to_host()),
+        m->bytes.peer > 0 ? absl::StrCat("  device to device ", FormatBytes(m->bytes.peer))
+                          : std::string(),
+        FormatBytes(peak),
         FormatBytes(options.devices.capacity), Share(m->compute_s, busy),
         Share(m->swap_wait_s, busy),
         harmony::common::FormatTimeSpan(absl::Seconds(m->optimizer_s)));

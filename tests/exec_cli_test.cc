@@ -69,6 +69,9 @@ TEST(ExecCliTest, TrainsAPlannedZooModelWithSwapping) {
   std::string text = *common::ReadFileToString(Tmp("g.jsonl"));
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);
+  // What went device to device is printed when there is any, as the metrics count it.
+  const uint64_t peer = nlohmann::json::parse(lines[0])["bytes"]["peer"].get<uint64_t>();
+  EXPECT_EQ(Contains(r.output, "  device to device "), peer > 0) << r.output;
   for (const std::string& line : lines) {
     nlohmann::json m = nlohmann::json::parse(line);
     EXPECT_GT(m["bytes"]["weights_in"].get<uint64_t>(), 0u);
