@@ -28,6 +28,7 @@
 #include "common/units.h"
 #include "google/protobuf/util/json_util.h"
 #include "optim/cpu_optimizer.h"
+#include "planner/profile/vlayer_timing.h"
 
 namespace harmony::planner {
 namespace {
@@ -39,6 +40,11 @@ using common::TrainingData;
 using common::VLayerInfo;
 using machine::Median;
 using machine::Now;
+using timing::ChainTimes;
+using timing::Context;
+using timing::Measure;
+using timing::MeasureInTurn;
+using timing::Measurement;
 
 proto::DType ToDType(c10::ScalarType t) {
   switch (t) {
@@ -76,182 +82,6 @@ std::vector<at::Tensor> Rows(const std::vector<at::Tensor>& tensors, int64_t u) 
     out.push_back(t.index_select(0, at::arange(u) % t.size(0)));
   }
   return out;
-}
-
-at::Tensor OnDevice(const at::Tensor& t, bool requires_grad) {
-  at::Tensor copy = t.detach().clone();
-  if (requires_grad && at::isFloatingType(copy.scalar_type())) {
-    copy.requires_grad_(true);
-  }
-  return copy;
-}
-
-struct Measurement {
-  bool fits = false;
-  double time_s = 0;
-  uint64_t peak = 0;
-  // With autograd: what the forward's graph keeps until the backward.
-  uint64_t saved = 0;
-  // A backward's peak before its gradients exist (see RunOnce).
-  uint64_t first_peak = 0;
-  std::string error;  // Why it did not fit.
-};
-
-// Everything needed to run vLayers at one microbatch size.
-struct Context {
-  const Decomposition* d = nullptr;
-  std::vector<std::vector<at::Tensor>> params, buffers;
-  std::vector<c10::IValue> model_args;
-  std::vector<at::Tensor> targets;
-  bool takes_targets = false;
-  common::LossKind loss = common::LossKind::kAuto;
-  std::vector<std::vector<c10::IValue>> outputs;  // Of the forward chain.
-  uint64_t capacity = 0;
-
-  std::vector<c10::IValue> InputsOf(int k) const {
-    std::vector<c10::IValue> in;
-    for (const common::ValueSource& s : d->vlayers()[k].inputs) {
-      in.push_back(s.producer < 0 ? model_args.at(s.index)
-                                  : outputs[s.producer].at(s.index));
-    }
-    return in;
-  }
-};
-
-// One run of vLayer k's forward (or recompute + backward) with its weights
-// and inputs copied onto `device` (a fresh one of the given capacity when
-// null). Repeats share a device, so that they reuse its cache of freed
-// storages as the runtime's devices do from their second iteration on: a
-// fresh allocation of a large activation costs page faults the runtime
-// does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
-absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward,
-                                    int64_t u, bool with_gradients = true,
-                                    DeviceMemory* device = nullptr) {
-  std::optional<DeviceMemory> fresh;
-  if (device == nullptr) device = &fresh.emplace("cpu:0", c.capacity);
-  DeviceMemory& memory = *device;
-  memory.ResetPeak();
-  Measurement m;
-  double elapsed = 0;
-  absl::Status status = common::CallTorch("", [&] {
-    DeviceMemoryScope scope(
-        &memory, absl::StrCat("vLayer ", k, backward ? " backward" : " forward",
-                              ", microbatch ", u));
-    std::vector<at::Tensor> params, buffers;
-    for (const at::Tensor& p : c.params[k]) {
-      params.push_back(OnDevice(p, backward && p.requires_grad()));
-    }
-    for (const at::Tensor& b : c.buffers[k]) buffers.push_back(OnDevice(b, false));
-    std::vector<c10::IValue> inputs = c.InputsOf(k);
-    for (c10::IValue& v : inputs) {
-      if (v.isTensor()) v = OnDevice(v.toTensor(), backward);
-    }
-    std::vector<at::Tensor> targets;
-    for (const at::Tensor& t : c.targets) targets.push_back(OnDevice(t, false));
-    if (backward && with_gradients) {
-      // The gradients exist, as in the runtime from a task's second
-      // microbatch on; the backward adds into them.
-      for (at::Tensor& p : params) {
-        if (p.requires_grad()) p.mutable_grad() = at::zeros_like(p);
-      }
-    }
-    c10::AutoGradMode grad_mode(backward);
-    const uint64_t before = memory.used();
-    const double start = Now();
-    absl::StatusOr<std::vector<c10::IValue>> out =
-        c.d->Run(k, params, buffers, inputs);
-    if (!out.ok()) {
-      if (absl::IsResourceExhausted(out.status())) {
-        throw c10::OutOfMemoryError({__func__, __FILE__, __LINE__},
-                                    std::string(out.status().message()));
-      }
-      throw std::runtime_error(std::string(out.status().message()));
-    }
-    if (backward) {
-      m.saved = memory.used() > before ? memory.used() - before : 0;
-      std::vector<at::Tensor> roots, grads;
-      if (k == c.d->num_vlayers() - 1) {
-        absl::StatusOr<at::Tensor> loss = common::LossFromOutput(
-            out->at(0).toTensor(), targets, c.takes_targets, c.loss);
-        if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
-        roots.push_back(*loss);
-        grads.push_back(at::ones_like(*loss));
-      } else {
-        for (const c10::IValue& v : *out) {
-          if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
-          roots.push_back(v.toTensor());
-          grads.push_back(at::ones_like(v.toTensor()));
-        }
-      }
-      if (!roots.empty()) torch::autograd::backward(roots, grads);
-    }
-    elapsed = Now() - start;
-  });
-  if (absl::IsResourceExhausted(status)) {
-    m.fits = false;
-    m.peak = memory.peak();
-    m.error = std::string(status.message());
-    return m;
-  }
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vLayer ", k, backward ? " backward" : " forward", " at microbatch ",
-        u, " failed", status.message()));
-  }
-  m.fits = true;
-  m.time_s = elapsed;
-  m.peak = memory.peak();
-  return m;
-}
-
-// Median of `repeats` runs, after a warm-up run when `warm_up` (a vLayer's
-// first call is the slow one; later sizes need none). repeats 0: one run,
-// memory only.
-absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward,
-                                    int64_t u, int repeats, bool warm_up = false) {
-  DeviceMemory device("cpu:0", c.capacity);
-  HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u, true, &device));
-  if (!first.fits) return first;
-  if (backward) {  // A task's first microbatch: memory only.
-    HARMONY_ASSIGN_OR_RETURN(Measurement fresh, RunOnce(c, k, backward, u, false));
-    first.first_peak = fresh.peak;
-  }
-  if (repeats == 0) return first;
-  std::vector<double> times;
-  if (!warm_up) {
-    times.push_back(first.time_s);
-    --repeats;
-  }
-  for (int r = 0; r < repeats; ++r) {
-    HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u, true, &device));
-    times.push_back(m.time_s);
-    first.peak = std::max(first.peak, m.peak);
-    first.saved = std::max(first.saved, m.saved);
-  }
-  first.time_s = Median(times);
-  return first;
-}
-
-// Measure, while `others` threads run the same vLayer at the same size
-// over and over (the other devices computing at once).
-absl::StatusOr<Measurement> MeasureBeside(const Context& c, int k, bool backward, int64_t u,
-                                          int repeats, int others) {
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> neighbours;
-  const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
-  for (int i = 0; i < others; ++i) {
-    neighbours.emplace_back([&] {
-      common::SetCallingThreadIntraOpThreads(threads);
-      while (!stop.load()) {
-        absl::StatusOr<Measurement> m = RunOnce(c, k, backward, u);
-        if (!m.ok() || !m->fits) return;
-      }
-    });
-  }
-  absl::StatusOr<Measurement> m = Measure(c, k, backward, u, std::max(repeats, 1), true);
-  stop = true;
-  for (std::thread& t : neighbours) t.join();
-  return m;
 }
 
 std::string DescribeSample(const TrainingData& s) {
@@ -492,20 +322,6 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       if (f.fits) {
         HARMONY_ASSIGN_OR_RETURN(b, Measure(c, k, true, u, options.repeats, warm_up));
       }
-      // Beside the plan's other devices, which share the host's cores.
-      const int others = static_cast<int>(options.devices.count) - 1;
-      if (others > 0 && options.repeats > 0) {
-        if (f.fits) {
-          HARMONY_ASSIGN_OR_RETURN(Measurement fb,
-                                   MeasureBeside(c, k, false, u, options.repeats, others));
-          row.set_forward_time_busy_s(fb.time_s);
-        }
-        if (b.fits) {
-          HARMONY_ASSIGN_OR_RETURN(Measurement bb,
-                                   MeasureBeside(c, k, true, u, options.repeats, others));
-          row.set_backward_time_busy_s(bb.time_s);
-        }
-      }
       row.set_backward_fits(b.fits);
       row.set_backward_time_s(b.time_s);
       row.set_backward_peak_bytes(b.peak);
@@ -518,6 +334,31 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       }
       for (size_t o = 0; o < c.outputs[k].size(); ++o) {
         SetMeta(row.add_outputs(), absl::StrCat("out", o), c.outputs[k][o], u);
+      }
+    }
+    if (options.repeats > 0) {
+      // The times the planner uses: the vLayers in turn, alone and beside
+      // the plan's other devices.
+      say(absl::StrCat("timing the vLayers in turn, microbatch ", u));
+      std::vector<bool> ff(n), bf(n);
+      for (int k = 0; k < n; ++k) {
+        ff[k] = rows[k].forward_fits();
+        bf[k] = rows[k].backward_fits();
+      }
+      HARMONY_ASSIGN_OR_RETURN(ChainTimes alone, MeasureInTurn(c, options.repeats, 0, ff, bf));
+      const int others = static_cast<int>(options.devices.count) - 1;
+      std::optional<ChainTimes> busy;
+      if (others > 0) {
+        HARMONY_ASSIGN_OR_RETURN(busy, MeasureInTurn(c, options.repeats, others, ff, bf));
+      }
+      for (int k = 0; k < n; ++k) {
+        proto::MicrobatchProfile& row = rows[k];
+        row.set_forward_time_one_s(row.forward_time_s());
+        row.set_backward_time_one_s(row.backward_time_s());
+        if (ff[k]) row.set_forward_time_s(alone.forward[k]);
+        if (bf[k]) row.set_backward_time_s(alone.backward[k]);
+        if (busy && ff[k]) row.set_forward_time_busy_s(busy->forward[k]);
+        if (busy && bf[k]) row.set_backward_time_busy_s(busy->backward[k]);
       }
     }
     for (int k = 0; k < n; ++k) {
@@ -728,6 +569,25 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
         busy[1] += m.backward_time_busy_s();
       }
     }
+  }
+  double in_turn[2] = {0, 0}, one[2] = {0, 0};
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+      if (m.forward_time_one_s() > 0) {
+        in_turn[0] += m.forward_time_s();
+        one[0] += m.forward_time_one_s();
+      }
+      if (m.backward_time_one_s() > 0) {
+        in_turn[1] += m.backward_time_s();
+        one[1] += m.backward_time_one_s();
+      }
+    }
+  }
+  if (one[0] > 0 && one[1] > 0) {
+    absl::StrAppendFormat(&out,
+                          "vLayers timed in turn, weights copied in by another thread: forward "
+                          "%.2fx, backward %.2fx the time of one vLayer run over and over\n",
+                          in_turn[0] / one[0], in_turn[1] / one[1]);
   }
   if (alone[0] > 0 && alone[1] > 0) {
     absl::StrAppendFormat(&out,

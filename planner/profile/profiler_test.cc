@@ -60,6 +60,7 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
   EXPECT_GE(p.gemm_threads(), 1u);
   EXPECT_NE(ProfileSummary(*file).find("matrix multiply: "), std::string::npos);
   uint64_t params = 0;
+  double in_turn = 0, one = 0;
   for (const proto::VLayerProfile& v : p.vlayers()) {
     params += v.parameter_bytes();
     EXPECT_EQ(v.optimizer_state_bytes(), v.gradient_bytes());  // SGD momentum.
@@ -70,6 +71,14 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
       EXPECT_TRUE(m.forward_fits() && m.backward_fits());
       EXPECT_GT(m.forward_time_s(), 0);
       EXPECT_GT(m.backward_time_s(), 0);
+      // Timed in turn (the planner's times), over and over (kept to compare)
+      // and, for a plan of 2 devices, in turn beside the other device.
+      EXPECT_GT(m.forward_time_one_s(), 0);
+      EXPECT_GT(m.backward_time_one_s(), 0);
+      EXPECT_GT(m.forward_time_busy_s(), 0);
+      EXPECT_GT(m.backward_time_busy_s(), 0);
+      in_turn += m.forward_time_s() + m.backward_time_s();
+      one += m.forward_time_one_s() + m.backward_time_one_s();
       // The peak holds at least the weights copied onto the device, and the
       // backward peak at least as much as the forward's.
       EXPECT_GE(m.forward_peak_bytes(), v.parameter_bytes());
@@ -102,8 +111,15 @@ TEST(ProfilerTest, ProfilesEveryVLayerAtPowersOfTwo) {
   EXPECT_GE(p.bandwidths().sleep_overshoot_s(), 0);
   EXPECT_LT(p.bandwidths().sleep_overshoot_s(), 1e-1);
 
+  // The same work timed two ways: in turn it reads colder caches, but not
+  // by an order of magnitude (a unit or a count gone wrong would be).
+  EXPECT_GT(in_turn, 0.3 * one);
+  EXPECT_LT(in_turn, 10 * one);
+
   std::string summary = ProfileSummary(*file);
   EXPECT_NE(summary.find("fwd ms"), std::string::npos);
+  EXPECT_NE(summary.find("vLayers timed in turn"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("computing beside 1 other busy device"), std::string::npos) << summary;
   EXPECT_NE(summary.find("h.1"), std::string::npos) << summary;
 }
 

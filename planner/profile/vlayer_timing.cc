@@ -1,0 +1,365 @@
+#include "planner/profile/vlayer_timing.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/intra_op_threads.h"
+#include "common/model_output.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+#include "planner/profile/machine.h"
+
+namespace harmony::planner::timing {
+
+using common::DeviceMemory;
+using common::DeviceMemoryScope;
+using machine::Median;
+using machine::Now;
+
+std::vector<c10::IValue> Context::InputsOf(int k) const {
+  std::vector<c10::IValue> in;
+  for (const common::ValueSource& s : d->vlayers()[k].inputs) {
+    in.push_back(s.producer < 0 ? model_args.at(s.index) : outputs[s.producer].at(s.index));
+  }
+  return in;
+}
+
+namespace {
+
+at::Tensor OnDevice(const at::Tensor& t, bool requires_grad) {
+  at::Tensor copy = t.detach().clone();
+  if (requires_grad && at::isFloatingType(copy.scalar_type())) {
+    copy.requires_grad_(true);
+  }
+  return copy;
+}
+
+
+
+// What one run of vLayer k reads, copied onto the device whose scope is
+// active on the calling thread: its weights (with zeroed gradients when
+// `with_gradients`, as in the runtime from a task's second microbatch on;
+// the backward adds into them), its inputs and the targets.
+struct Prepared {
+  std::vector<at::Tensor> params, buffers, targets;
+  std::vector<c10::IValue> inputs;
+  std::vector<c10::IValue> outputs;  // Set by Execute.
+};
+Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
+  Prepared p;
+  for (const at::Tensor& t : c.params[k]) {
+    p.params.push_back(OnDevice(t, backward && t.requires_grad()));
+  }
+  for (const at::Tensor& b : c.buffers[k]) p.buffers.push_back(OnDevice(b, false));
+  p.inputs = c.InputsOf(k);
+  for (c10::IValue& v : p.inputs) {
+    if (v.isTensor()) v = OnDevice(v.toTensor(), backward);
+  }
+  for (const at::Tensor& t : c.targets) p.targets.push_back(OnDevice(t, false));
+  if (backward && with_gradients) {
+    for (at::Tensor& t : p.params) {
+      if (t.requires_grad()) t.mutable_grad() = at::zeros_like(t);
+    }
+  }
+  return p;
+}
+
+// Runs vLayer k's forward (or forward + backward) on `p`; throws as
+// LibTorch does (an allocation over the device's cap: OutOfMemoryError).
+// Returns the seconds it took; `saved` (may be null): what the forward's
+// graph keeps for the backward on `memory`.
+double Execute(const Context& c, int k, bool backward, Prepared& p,
+               DeviceMemory* memory = nullptr, uint64_t* saved = nullptr) {
+  c10::AutoGradMode grad_mode(backward);
+  const uint64_t before = memory != nullptr ? memory->used() : 0;
+  const double start = Now();
+  absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, p.params, p.buffers, p.inputs);
+  if (!out.ok()) {
+    if (absl::IsResourceExhausted(out.status())) {
+      throw c10::OutOfMemoryError({__func__, __FILE__, __LINE__},
+                                  std::string(out.status().message()));
+    }
+    throw std::runtime_error(std::string(out.status().message()));
+  }
+  p.outputs = *out;
+  if (backward) {
+    if (saved != nullptr && memory != nullptr) {
+      *saved = memory->used() > before ? memory->used() - before : 0;
+    }
+    std::vector<at::Tensor> roots, grads;
+    if (k == c.d->num_vlayers() - 1) {
+      absl::StatusOr<at::Tensor> loss =
+          common::LossFromOutput(out->at(0).toTensor(), p.targets, c.takes_targets, c.loss);
+      if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
+      roots.push_back(*loss);
+      grads.push_back(at::ones_like(*loss));
+    } else {
+      for (const c10::IValue& v : *out) {
+        if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
+        roots.push_back(v.toTensor());
+        grads.push_back(at::ones_like(v.toTensor()));
+      }
+    }
+    if (!roots.empty()) torch::autograd::backward(roots, grads);
+  }
+  return Now() - start;
+}
+
+// One run of vLayer k's forward (or recompute + backward) with its weights
+// and inputs copied onto `device` (a fresh one of the given capacity when
+// null). Repeats share a device, so that they reuse its cache of freed
+// storages as the runtime's devices do from their second iteration on: a
+// fresh allocation of a large activation costs page faults the runtime
+// does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
+}  // namespace
+
+absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int64_t u,
+                                    bool with_gradients, DeviceMemory* device) {
+  std::optional<DeviceMemory> fresh;
+  if (device == nullptr) device = &fresh.emplace("cpu:0", c.capacity);
+  DeviceMemory& memory = *device;
+  memory.ResetPeak();
+  Measurement m;
+  double elapsed = 0;
+  absl::Status status = common::CallTorch("", [&] {
+    DeviceMemoryScope scope(
+        &memory, absl::StrCat("vLayer ", k, backward ? " backward" : " forward",
+                              ", microbatch ", u));
+    Prepared p = Prepare(c, k, backward, with_gradients);
+    elapsed = Execute(c, k, backward, p, &memory, &m.saved);
+  });
+  if (absl::IsResourceExhausted(status)) {
+    m.fits = false;
+    m.peak = memory.peak();
+    m.error = std::string(status.message());
+    return m;
+  }
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vLayer ", k, backward ? " backward" : " forward", " at microbatch ",
+        u, " failed", status.message()));
+  }
+  m.fits = true;
+  m.time_s = elapsed;
+  m.peak = memory.peak();
+  return m;
+}
+
+// Median of `repeats` runs, after a warm-up run when `warm_up` (a vLayer's
+// first call is the slow one; later sizes need none). repeats 0: one run,
+// memory only.
+absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int64_t u,
+                                    int repeats, bool warm_up) {
+  DeviceMemory device("cpu:0", c.capacity);
+  HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u, true, &device));
+  if (!first.fits) return first;
+  if (backward) {  // A task's first microbatch: memory only.
+    HARMONY_ASSIGN_OR_RETURN(Measurement fresh, RunOnce(c, k, backward, u, false));
+    first.first_peak = fresh.peak;
+  }
+  if (repeats == 0) return first;
+  std::vector<double> times;
+  if (!warm_up) {
+    times.push_back(first.time_s);
+    --repeats;
+  }
+  for (int r = 0; r < repeats; ++r) {
+    HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u, true, &device));
+    times.push_back(m.time_s);
+    first.peak = std::max(first.peak, m.peak);
+    first.saved = std::max(first.saved, m.saved);
+  }
+  first.time_s = Median(times);
+  return first;
+}
+
+namespace {
+
+// One step of a device's work: vLayer k's forward, or its forward and
+// backward.
+struct Step {
+  int k = 0;
+  bool backward = false;
+};
+
+// Runs `steps` as a device of the runtime does: a copy thread copies each
+// step's weights and inputs onto the device one step ahead (the prefetch)
+// while the calling thread computes the step before, so the compute reads
+// what another core wrote, beside that core's copying. Returns each step's
+// compute seconds; with `stop`, ends early when it is set (a neighbour).
+absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::vector<Step>& steps,
+                                                 const std::atomic<bool>* stop) {
+  const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
+  // Fits were measured already: no cap here (two steps' copies at once).
+  DeviceMemory memory("cpu:0", std::numeric_limits<uint64_t>::max() / 4);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Prepared> ready;
+  bool done = false;
+  absl::Status copy_status;
+  std::thread copier([&] {
+    common::SetCallingThreadIntraOpThreads(threads);
+    DeviceMemoryScope scope(&memory, "copies");
+    for (const Step& step : steps) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return ready.empty() || done; });
+        if (done) return;
+      }
+      Prepared p;
+      absl::Status s = common::CallTorch(
+          "", [&] { p = Prepare(c, step.k, step.backward, /*with_gradients=*/true); });
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok()) {
+        copy_status = s;
+        done = true;
+      } else {
+        ready.push_back(std::move(p));
+      }
+      cv.notify_all();
+      if (done) return;
+    }
+  });
+  // What a step made leaves the device on a third thread, as the
+  // runtime's copy-out does: a forward's outputs, a backward's gradients
+  // (added into the host's, as HostStore::AddGradients does).
+  std::deque<std::pair<int, Prepared>> finished;  // vLayer, its step.
+  bool finishing = false;
+  std::thread copy_out([&] {
+    common::SetCallingThreadIntraOpThreads(threads);
+    std::map<std::pair<int, size_t>, at::Tensor> host_grads;
+    while (true) {
+      int k = 0;
+      Prepared p;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !finished.empty() || finishing; });
+        if (finished.empty()) return;
+        k = finished.front().first;
+        p = std::move(finished.front().second);
+        finished.pop_front();
+      }
+      common::CallTorch("", [&] {
+        c10::NoGradGuard no_grad;
+        for (const c10::IValue& v : p.outputs) {
+          if (v.isTensor()) v.toTensor().detach().clone();
+        }
+        for (size_t j = 0; j < p.params.size(); ++j) {
+          const at::Tensor& g = p.params[j].grad();
+          if (!g.defined()) continue;
+          at::Tensor& acc = host_grads[{k, j}];
+          at::Tensor copy = g.detach().clone();
+          if (acc.defined()) {
+            acc.add_(copy);
+          } else {
+            acc = copy;
+          }
+        }
+      }).IgnoreError();
+    }
+  });
+  std::vector<double> times;
+  absl::Status status;
+  {
+    DeviceMemoryScope scope(&memory, "compute");
+    for (const Step& step : steps) {
+      Prepared p;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !ready.empty() || done; });
+        if (ready.empty()) break;  // The copier failed.
+        p = std::move(ready.front());
+        ready.pop_front();
+        cv.notify_all();
+      }
+      if (stop != nullptr && stop->load()) break;
+      double t = 0;
+      status = common::CallTorch("", [&] { t = Execute(c, step.k, step.backward, p); });
+      if (!status.ok()) break;
+      times.push_back(t);
+      std::lock_guard<std::mutex> lock(mu);
+      finished.emplace_back(step.k, std::move(p));
+      cv.notify_all();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    ready.clear();
+    cv.notify_all();
+  }
+  copier.join();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    finishing = true;
+    cv.notify_all();
+  }
+  copy_out.join();
+  HARMONY_RETURN_IF_ERROR(copy_status);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timing the vLayers in turn failed: ", status.message()));
+  }
+  return times;
+}
+
+}  // namespace
+
+absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int others,
+                                         const std::vector<bool>& forward_fits,
+                                         const std::vector<bool>& backward_fits) {
+  const int n = c.d->num_vlayers();
+  std::vector<Step> steps;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    for (int k = 0; k < n; ++k) {
+      if (forward_fits[k]) steps.push_back({k, false});
+    }
+    for (int k = n - 1; k >= 0; --k) {
+      if (backward_fits[k]) steps.push_back({k, true});
+    }
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> neighbours;
+  const int threads = common::CallingThreadIntraOpThreads();
+  for (int i = 0; i < others; ++i) {
+    neighbours.emplace_back([&] {
+      common::SetCallingThreadIntraOpThreads(threads);
+      while (!stop.load()) {
+        if (!RunPipelined(c, steps, &stop).ok()) return;
+      }
+    });
+  }
+  absl::StatusOr<std::vector<double>> times = RunPipelined(c, steps, nullptr);
+  stop = true;
+  for (std::thread& t : neighbours) t.join();
+  if (!times.ok()) return times.status();
+  if (times->size() != steps.size()) {
+    return absl::InternalError("timing the vLayers in turn stopped early");
+  }
+  std::vector<std::vector<double>> f(n), b(n);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    (steps[i].backward ? b : f)[steps[i].k].push_back((*times)[i]);
+  }
+  ChainTimes t;
+  for (int k = 0; k < n; ++k) {
+    t.forward.push_back(f[k].empty() ? 0 : Median(f[k]));
+    t.backward.push_back(b[k].empty() ? 0 : Median(b[k]));
+  }
+  return t;
+}
+
+
+}  // namespace harmony::planner::timing

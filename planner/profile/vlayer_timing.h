@@ -1,0 +1,90 @@
+// Timing one vLayer of a decomposed model on a virtual CPU device, for the
+// profiler (profiler.cc): one run with its memory peaks, the median of
+// repeats, and the vLayers in turn as a device of the runtime runs them.
+// Internal to planner/profile.
+//
+// Thread-safety: the functions may run on several threads at once over one
+// Context (they only read it).
+
+#ifndef HARMONY_PLANNER_PROFILE_VLAYER_TIMING_H_
+#define HARMONY_PLANNER_PROFILE_VLAYER_TIMING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include "absl/status/statusor.h"
+#include "common/decomposer.h"
+#include "common/device_memory.h"
+#include "common/loss.h"
+
+namespace harmony::planner::timing {
+
+struct Measurement {
+  bool fits = false;
+  double time_s = 0;
+  uint64_t peak = 0;
+  // With autograd: what the forward's graph keeps until the backward.
+  uint64_t saved = 0;
+  // A backward's peak before its gradients exist (see RunOnce).
+  uint64_t first_peak = 0;
+  std::string error;  // Why it did not fit.
+};
+
+// Everything needed to run vLayers at one microbatch size.
+struct Context {
+  const common::Decomposition* d = nullptr;
+  std::vector<std::vector<at::Tensor>> params, buffers;
+  std::vector<c10::IValue> model_args;
+  std::vector<at::Tensor> targets;
+  bool takes_targets = false;
+  common::LossKind loss = common::LossKind::kAuto;
+  std::vector<std::vector<c10::IValue>> outputs;  // Of the forward chain.
+  uint64_t capacity = 0;
+
+  std::vector<c10::IValue> InputsOf(int k) const;
+};
+
+// One run of vLayer k's forward (or recompute + backward) with its weights
+// and inputs copied onto `device` (a fresh one of the context's capacity
+// when null). Repeats share a device, so that they reuse its cache of freed
+// storages as the runtime's devices do from their second iteration on: a
+// fresh allocation of a large activation costs page faults the runtime
+// does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
+// `with_gradients`: the parameters' gradients exist before the backward
+// (a task's second microbatch on). Not fitting is a Measurement with fits
+// false; InvalidArgument when the vLayer fails otherwise.
+absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int64_t u,
+                                    bool with_gradients = true,
+                                    common::DeviceMemory* device = nullptr);
+
+// Median of `repeats` runs, after a warm-up run when `warm_up` (a vLayer's
+// first call is the slow one; later sizes need none). repeats 0: one run,
+// memory only.
+absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int64_t u,
+                                    int repeats, bool warm_up = false);
+
+// Each vLayer's forward and backward seconds at the context's microbatch
+// as the runtime's devices see them: the vLayers in turn (forwards in
+// order, then backwards in reverse), weights and inputs copied in by
+// another thread one step ahead and what each made copied out by a third
+// (outputs; gradients added into host copies); the median of `repeats`
+// passes. Beside `others` threads doing the same (the plan's other
+// devices, which share the host's cores). A vLayer run over and over on
+// copies just made reads a hot cache the runtime's never has: on the
+// 2-core bench VM it is 1.1-1.2x faster at small microbatches (vgg,
+// microbatch 4), and the runtime was measured up to 1.5x slower per
+// vLayer than such a profile.
+struct ChainTimes {
+  std::vector<double> forward, backward;  // 0 where it does not fit.
+};
+absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int others,
+                                         const std::vector<bool>& forward_fits,
+                                         const std::vector<bool>& backward_fits);
+
+}  // namespace harmony::planner::timing
+
+#endif  // HARMONY_PLANNER_PROFILE_VLAYER_TIMING_H_
