@@ -556,44 +556,39 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
                           p.gemm_flop_per_s() / 1e9, p.gemm_threads());
     absl::StrAppend(&out, GemmWarning(p.gemm_flop_per_s(), static_cast<int>(p.host_threads())));
   }
-  // How much slower the devices compute side by side (they share the cores).
-  double alone[2] = {0, 0}, busy[2] = {0, 0};
-  for (const proto::VLayerProfile& v : p.vlayers()) {
-    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
-      if (m.forward_time_busy_s() > 0) {
-        alone[0] += m.forward_time_s();
-        busy[0] += m.forward_time_busy_s();
-      }
-      if (m.backward_time_busy_s() > 0) {
-        alone[1] += m.backward_time_s();
-        busy[1] += m.backward_time_busy_s();
-      }
-    }
-  }
-  double in_turn[2] = {0, 0}, one[2] = {0, 0};
-  for (const proto::VLayerProfile& v : p.vlayers()) {
-    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
-      if (m.forward_time_one_s() > 0) {
-        in_turn[0] += m.forward_time_s();
-        one[0] += m.forward_time_one_s();
-      }
-      if (m.backward_time_one_s() > 0) {
-        in_turn[1] += m.backward_time_s();
-        one[1] += m.backward_time_one_s();
+  // The planner's times (forward_time_s, backward_time_s) against another
+  // measurement of the same vLayers: Σ other ÷ Σ planner's over the rows
+  // where the other was measured; 0 where none was.
+  using Time = double (proto::MicrobatchProfile::*)() const;
+  auto ratio = [&p](Time planner, Time other) {
+    double mine = 0, theirs = 0;
+    for (const proto::VLayerProfile& v : p.vlayers()) {
+      for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+        if ((m.*other)() <= 0) continue;
+        mine += (m.*planner)();
+        theirs += (m.*other)();
       }
     }
-  }
-  if (one[0] > 0 && one[1] > 0) {
+    return mine > 0 ? theirs / mine : 0.0;
+  };
+  using M = proto::MicrobatchProfile;
+  // In turn against over and over (the profiles before session 18), and
+  // how much slower the devices compute side by side (they share the cores).
+  const double one_f = ratio(&M::forward_time_s, &M::forward_time_one_s);
+  const double one_b = ratio(&M::backward_time_s, &M::backward_time_one_s);
+  const double busy_f = ratio(&M::forward_time_s, &M::forward_time_busy_s);
+  const double busy_b = ratio(&M::backward_time_s, &M::backward_time_busy_s);
+  if (one_f > 0 && one_b > 0) {
     absl::StrAppendFormat(&out,
                           "vLayers timed in turn, weights copied in by another thread: forward "
                           "%.2fx, backward %.2fx the time of one vLayer run over and over\n",
-                          in_turn[0] / one[0], in_turn[1] / one[1]);
+                          1 / one_f, 1 / one_b);
   }
-  if (alone[0] > 0 && alone[1] > 0) {
+  if (busy_f > 0 && busy_b > 0) {
     absl::StrAppendFormat(&out,
                           "computing beside %d other busy device(s): forward %.2fx, backward "
                           "%.2fx the time alone (the planner uses these times)\n",
-                          p.num_devices() - 1, busy[0] / alone[0], busy[1] / alone[1]);
+                          p.num_devices() - 1, busy_f, busy_b);
   }
   return out;
 }
