@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/device_memory.h"
+#include "common/precise_sleep.h"
 #include "common/torch_status.h"
 
 namespace harmony::planner {
@@ -163,9 +164,8 @@ double MeasureHandoff(int busy, double worker_sleep_s, int repeats) {
     {
       std::lock_guard<std::mutex> lock(mu);
       work = [&] {
-        if (worker_sleep_s > 0) {
-          std::this_thread::sleep_for(std::chrono::duration<double>(worker_sleep_s));
-        }
+        // As the emulated link's copies sleep (host_link.cc).
+        common::PreciseSleepFor(worker_sleep_s);
         done.set_value();
       };
     }
