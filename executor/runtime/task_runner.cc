@@ -57,15 +57,25 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
   const PackRange range = graph.tasks[id].vlayers;
   {
     // Weights other devices still copy from stay until they have.
+    const double wait_start = Now();
+    int waited_for = -1;
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] {
       if (!error.ok()) return true;
       for (const auto& [source, shared] : shared_weights) {
-        if (shared.device == d && shared.position <= room_of) return false;
+        if (shared.device == d && shared.position <= room_of) {
+          waited_for = source;
+          return false;
+        }
       }
       return true;
     });
     if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+    lock.unlock();
+    if (waited_for >= 0) {
+      Trace(d, TraceStream::kWeightsIn,
+            absl::StrCat("room for ", label, ": copies of task ", waited_for), wait_start);
+    }
   }
   const auto source = weights_source.find(id);
   const bool from_peer = source != weights_source.end();
