@@ -10,7 +10,8 @@
 // live-outs. Per vLayer: parameter, buffer, gradient and optimizer-state
 // bytes and the runtime's CPU optimizer's time (optim/). Per device set: host->device,
 // device->host, all-devices-at-once and device-to-device bandwidth. Times
-// are medians of `repeats` runs (each vLayer warmed up once).
+// are medians of `repeats` runs (each vLayer warmed up once); the times
+// taken in turn, which the planner uses, are means (vlayer_timing.h).
 //
 // Thread-safety: a Profile call is confined to its thread; it uses
 // LibTorch's global CPU generator and installs the accounting allocator.
@@ -50,8 +51,9 @@ struct ProfilerOptions {
   // (0: the host's hardware threads divided among the devices). Every
   // vLayer is timed on this many, as the runtime will compute it.
   int threads_per_device = 0;
-  // Timed runs per measurement; the median is kept. Each vLayer is warmed
-  // up once, before its first measurement.
+  // Timed runs per measurement; the median is kept (the mean for the
+  // times taken in turn). Each vLayer is warmed up once, before its first
+  // measurement.
   int repeats = 3;
   // Called with a line of progress ("vLayer 3/12, microbatch 16"); may be
   // empty.

@@ -71,8 +71,8 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
 // as the runtime's devices see them: the vLayers in turn (forwards in
 // order, then backwards in reverse), weights and inputs copied in by
 // another thread one step ahead and what each made copied out by a third
-// (outputs; gradients added into host copies); the median of `repeats`
-// passes. Beside `others` threads doing the same (the plan's other
+// (outputs; gradients added into host copies); the mean of `repeats`
+// passes (the simulator sums times: it needs the expected one). Beside `others` threads doing the same (the plan's other
 // devices, which share the host's cores). A vLayer run over and over on
 // copies just made reads a hot cache the runtime's never has: on the
 // 2-core bench VM it is 1.1-1.2x faster at small microbatches (vgg,
