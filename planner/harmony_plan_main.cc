@@ -671,12 +671,14 @@ int SimulatePlan(const std::vector<std::string>& args) {
   po::options_description flags(
       "Usage: harmony-plan simulate plan.pb [--trace t.json] [--host-link BW]\n\n"
       "Re-simulates a saved plan from the profile it carries: validates its task\n"
-      "graph and prints the predicted iteration (optionally on another host link).\n\nFlags");
+      "graph and prints the predicted iteration, on the host link the plan was made\n"
+      "for (its --host-link and --host-link-latency, else the profile's) or another.\n\nFlags");
   flags.add_options()("help,h", "show this help")(
       "trace", po::value(&trace), "write a Chrome trace of the iteration")(
-      "host-link", po::value(&host_link_text), "host<->device bandwidth, e.g. 12GB/s")(
+      "host-link", po::value(&host_link_text),
+      "host<->device bandwidth, e.g. 12GB/s (default: the plan's)")(
       "host-link-latency", po::value(&host_latency_text),
-      "fixed cost of each host transfer, e.g. 100us (default: the profile's)");
+      "fixed cost of each host transfer, e.g. 100us (default: the plan's)");
   po::variables_map vm;
   if (int rc = Parse(args, flags, &path, &vm); rc != 0) return rc < 0 ? 0 : rc;
   if (path.empty()) {
@@ -687,6 +689,7 @@ int SimulatePlan(const std::vector<std::string>& args) {
   if (!plan.ok()) return Fail(plan.status());
   absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
   if (!host_link.ok()) return Fail(host_link.status());
+  if (host_link_text.empty()) host_link = plan->config().host_link_bytes_per_s();
   harmony::planner::NetworkModel network;  // The world the plan is for.
   if (plan->config().servers() > 1) {
     network.servers = static_cast<int>(plan->config().servers());
@@ -696,6 +699,9 @@ int SimulatePlan(const std::vector<std::string>& args) {
   }
   absl::StatusOr<double> host_latency = ParseHostLinkLatency(host_latency_text);
   if (!host_latency.ok()) return Fail(host_latency.status());
+  if (host_latency_text.empty() && plan->config().has_host_link_latency_s()) {
+    host_latency = plan->config().host_link_latency_s();
+  }
   auto cost = harmony::planner::CostModel::Create(harmony::planner::ProfileOfPlan(*plan),
                                                   *host_link, network, *host_latency);
   if (!cost.ok()) return Fail(cost.status());

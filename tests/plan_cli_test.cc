@@ -177,6 +177,27 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   ASSERT_EQ(latency.exit_code, 0) << latency.output;
   EXPECT_GT(common::ReadPlanFile(Tmp("lat.pb"))->estimates().iteration_time_s(),
             read->estimates().iteration_time_s());
+  // A plan made for another host link remembers it: re-simulated, it
+  // reproduces its own estimate; another link is asked for by name.
+  auto slow = RunCommand(absl::StrCat(plan, Tmp("slow.pb"),
+                                      " --host-link 20MB/s --host-link-latency 2ms"));
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  absl::StatusOr<proto::Plan> slow_plan = common::ReadPlanFile(Tmp("slow.pb"));
+  ASSERT_TRUE(slow_plan.ok()) << slow_plan.status();
+  EXPECT_EQ(slow_plan->config().host_link_bytes_per_s(), 20e6);
+  EXPECT_EQ(slow_plan->config().host_link_latency_s(), 2e-3);
+  EXPECT_FALSE(read->config().has_host_link_latency_s());
+  auto slow_sim = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("slow.pb")));
+  ASSERT_EQ(slow_sim.exit_code, 0) << slow_sim.output;
+  const std::string slow_time = absl::StrCat(
+      "iteration ",
+      common::FormatTimeSpan(absl::Seconds(slow_plan->estimates().iteration_time_s())));
+  EXPECT_NE(slow_sim.output.find(slow_time), std::string::npos)
+      << slow_sim.output << " vs " << slow_time;
+  auto fast_sim = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("slow.pb"),
+                                          " --host-link 10GB/s --host-link-latency 0us"));
+  ASSERT_EQ(fast_sim.exit_code, 0) << fast_sim.output;
+  EXPECT_EQ(fast_sim.output.find(slow_time), std::string::npos) << fast_sim.output;
   auto bad_latency = RunCommand(absl::StrCat(plan, Tmp("lat2.pb"), " --host-link-latency soon"));
   EXPECT_EQ(bad_latency.exit_code, 1);
   EXPECT_NE(bad_latency.output.find("soon"), std::string::npos) << bad_latency.output;

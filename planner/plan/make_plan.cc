@@ -80,8 +80,10 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
       *made.cost, baseline, made.result.graph.config.backward_microbatch);
   if (ondemand.ok()) made.ondemand = std::move(ondemand->sim);
   made.plan = BuildPlan(profile, made.result.graph, made.result.sim, made.ondemand);
+  proto::Configuration& c = *made.plan.mutable_config();
+  if (o.host_link > 0) c.set_host_link_bytes_per_s(o.host_link);
+  if (o.host_link_latency >= 0) c.set_host_link_latency_s(o.host_link_latency);
   if (o.network.servers > 1) {
-    proto::Configuration& c = *made.plan.mutable_config();
     c.set_servers(static_cast<uint32_t>(o.network.servers));
     c.set_network_bytes_per_s(o.network.bytes_per_s);
     c.set_network_latency_s(o.network.latency_s);
