@@ -131,11 +131,13 @@ int main(int argc, char** argv) {
     }
     options.work_dir = pattern;
   }
-  std::error_code error;
-  std::filesystem::create_directories(out_dir, error);
-  if (error) {
-    std::cerr << "harmony-bench: cannot create " << out_dir << ": " << error.message() << "\n";
-    return 1;
+  for (const std::string& dir : {out_dir, options.work_dir}) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) {
+      std::cerr << "harmony-bench: cannot create " << dir << ": " << error.message() << "\n";
+      return 1;
+    }
   }
   // LibTorch starts with one intra-op thread here; train with every core.
   at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
