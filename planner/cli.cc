@@ -1,0 +1,51 @@
+#include "planner/cli.h"
+
+#include <iostream>
+
+#include "absl/time/time.h"
+#include "common/units.h"
+
+namespace harmony::planner::cli {
+
+namespace po = boost::program_options;
+
+int Fail(const absl::Status& status) {
+  std::cerr << "harmony-plan: " << status.message() << "\n";
+  return 1;
+}
+
+int Parse(const Args& args, const po::options_description& flags,
+          std::string* model, po::variables_map* vm) {
+  po::options_description all;
+  all.add(flags);
+  if (model != nullptr) all.add_options()("model", po::value(model));
+  po::positional_options_description positional;
+  if (model != nullptr) positional.add("model", 1);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(),
+              *vm);
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << "harmony-plan: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (vm->count("help")) {
+    std::cout << flags << "\n";
+    return -1;
+  }
+  return 0;
+}
+
+absl::StatusOr<double> ParseHostLink(const std::string& text) {
+  if (text.empty()) return 0.0;
+  return harmony::common::ParseBandwidth(text);
+}
+
+absl::StatusOr<double> ParseHostLinkLatency(const std::string& text) {
+  if (text.empty()) return -1.0;
+  absl::StatusOr<absl::Duration> latency = harmony::common::ParseDuration(text);
+  if (!latency.ok()) return latency.status();
+  return absl::ToDoubleSeconds(*latency);
+}
+
+}  // namespace harmony::planner::cli
