@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/time/time.h"
+#include "common/status.h"
 #include "common/units.h"
 
 namespace harmony::planner::cli {
@@ -38,13 +39,15 @@ int Parse(const Args& args, const po::options_description& flags,
 
 absl::StatusOr<double> ParseHostLink(const std::string& text) {
   if (text.empty()) return 0.0;
-  return harmony::common::ParseBandwidth(text);
+  absl::StatusOr<double> bandwidth = common::ParseBandwidth(text);
+  if (!bandwidth.ok()) return common::Annotate(bandwidth.status(), "--host-link");
+  return bandwidth;
 }
 
 absl::StatusOr<double> ParseHostLinkLatency(const std::string& text) {
   if (text.empty()) return -1.0;
-  absl::StatusOr<absl::Duration> latency = harmony::common::ParseDuration(text);
-  if (!latency.ok()) return latency.status();
+  absl::StatusOr<absl::Duration> latency = common::ParseDuration(text);
+  if (!latency.ok()) return common::Annotate(latency.status(), "--host-link-latency");
   return absl::ToDoubleSeconds(*latency);
 }
 

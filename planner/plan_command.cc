@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "common/files.h"
 #include "common/loss.h"
 #include "common/plan_file.h"
+#include "common/status.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
 #include "planner/cli.h"
@@ -83,18 +86,19 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
   return packs;
 }
 
-}  // namespace
-
-int PlanCommand(const std::vector<std::string>& args) {
+// The plan command's flags.
+struct PlanFlags {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
-      host_link_text, host_latency_text, network_text = "1.25GB/s",
-      latency_text = "50us";
+      host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us";
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
   double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd", loss = "auto", loss_output;
-  po::options_description flags(
+};
+
+std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
+  auto flags = std::make_unique<po::options_description>(
       "Usage: harmony-plan MODEL.pt --gpus N --device-memory SIZE --minibatch D\n"
       "                    --sample-input x.pt -o plan.pb [flags]\n"
       "       harmony-plan --profile p.json --gpus N ... -o plan.pb\n\n"
@@ -102,104 +106,268 @@ int PlanCommand(const std::vector<std::string>& args) {
       "microbatch sizes, packs) under the device memory, simulates it, and\n"
       "writes the plan harmony-exec runs.\n\nFlags");
   // clang-format off
-  flags.add_options()
+  flags->add_options()
       ("help,h", "show this help")
-      ("gpus", po::value(&gpus), "devices to plan for (required)")
-      ("device-memory", po::value(&memory_text),
+      ("gpus", po::value(&f->gpus), "devices to plan for (required)")
+      ("device-memory", po::value(&f->memory_text),
        "memory of each device, e.g. 11GiB (required)")
-      ("minibatch", po::value(&minibatch),
+      ("minibatch", po::value(&f->minibatch),
        "samples per iteration (required; with --servers, each server's)")
-      ("global-minibatch", po::value(&global_minibatch),
+      ("global-minibatch", po::value(&f->global_minibatch),
        "with --servers: the world's minibatch instead, divided among the servers")
-      ("sample-input", po::value(&sample_path),
+      ("sample-input", po::value(&f->sample_path),
        "torch.save file with a sample input (to profile the model)")
-      ("profile", po::value(&profile_path),
+      ("profile", po::value(&f->profile_path),
        "use this profile (harmony-plan profile / synthesize) instead of profiling")
-      ("output,o", po::value(&out), "plan file to write (required)")
-      ("json", po::value(&json_out), "also write the plan as JSON")
-      ("trace", po::value(&trace), "write a Chrome trace of one simulated iteration")
-      ("mode", po::value(&mode)->default_value(mode), "auto | vpp | vdp")
-      ("schedule", po::value(&schedule)->default_value(schedule),
+      ("output,o", po::value(&f->out), "plan file to write (required)")
+      ("json", po::value(&f->json_out), "also write the plan as JSON")
+      ("trace", po::value(&f->trace), "write a Chrome trace of one simulated iteration")
+      ("mode", po::value(&f->mode)->default_value(f->mode), "auto | vpp | vdp")
+      ("schedule", po::value(&f->schedule)->default_value(f->schedule),
        "harmony | ondemand | gpipe | dp-swap (baselines, for comparison)")
-      ("microbatch", po::value(&microbatch)->default_value(0),
+      ("microbatch", po::value(&f->microbatch)->default_value(f->microbatch),
        "pin the microbatch size (forward and backward); 0 searches")
-      ("packs", po::value(&packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
-      ("local-activations", po::value(&local_text)->default_value(local_text),
+      ("packs", po::value(&f->packs_text), "pin the backward packs, e.g. 0-3,4-7,8-11")
+      ("local-activations", po::value(&f->local_text)->default_value(f->local_text),
        "auto | yes | no: in vDP, keep activations (and their gradients) between a "
        "device's packs on the device instead of sending them through the host; auto "
        "tries both")
-      ("peer-weights", po::value(&peer_text)->default_value(peer_text),
+      ("peer-weights", po::value(&f->peer_text)->default_value(f->peer_text),
        "auto | yes | no: in vDP on several devices, device 0 swaps each pack's "
        "parameters in and the other devices copy them from it, so they cross the host "
        "link once; auto: yes when devices copy between them at least as fast as from "
        "the host")
-      ("memory-reserve", po::value(&reserve)->default_value(0.1),
+      ("memory-reserve", po::value(&f->reserve)->default_value(f->reserve),
        "fraction of each device's memory the plan leaves free for what the "
        "profile does not see (allocator slack, runtime buffers)")
-      ("time-tolerance", po::value(&tolerance)->default_value(0.05),
+      ("time-tolerance", po::value(&f->tolerance)->default_value(f->tolerance),
        "simulated times within this fraction of the fastest count as equal; "
        "among them the plan moving fewer bytes wins")
-      ("host-link-latency", po::value(&host_latency_text),
+      ("host-link-latency", po::value(&f->host_latency_text),
        "fixed cost of each host transfer on top of its bytes, e.g. 100us (default: the "
        "profile's measured hand-off; with harmony-exec --emulate-host-link, the emulated "
        "copy's sleep also overshoots: harmony-plan profile prints it)")
-      ("host-link", po::value(&host_link_text),
+      ("host-link", po::value(&f->host_link_text),
        "host<->device bandwidth shared by the devices, e.g. 12GB/s (default: "
        "the profile's measurement)")
-      ("servers", po::value(&servers)->default_value(1),
+      ("servers", po::value(&f->servers)->default_value(f->servers),
        "servers training together, data parallel, each with --gpus devices and "
        "--minibatch samples of a servers x minibatch global one (harmony-exec run "
        "--world-size, harmony-ctl submit --world): the prediction includes summing the "
        "gradients across them")
-      ("network", po::value(&network_text)->default_value(network_text),
+      ("network", po::value(&f->network_text)->default_value(f->network_text),
        "with --servers: each server's network bandwidth (1.25GB/s = 10 Gb/s)")
-      ("network-latency", po::value(&latency_text)->default_value(latency_text),
+      ("network-latency", po::value(&f->latency_text)->default_value(f->latency_text),
        "with --servers: one message's latency")
       ("shard-optimizer-state",
        "with --servers: each server keeps 1/servers of the optimizer state (ZeRO-1)")
-      ("granularity", po::value(&granularity)->default_value(0),
+      ("granularity", po::value(&f->granularity)->default_value(f->granularity),
        "vLayers when profiling: 0 = one per block, N = about N")
-      ("threads-per-device", po::value(&threads_per_device)->default_value(0),
+      ("threads-per-device", po::value(&f->threads_per_device)->default_value(f->threads_per_device),
        "intra-op threads each device computes on when profiling, as "
        "harmony-exec's flag (0: the host's hardware threads divided among the "
        "devices)")
-      ("optimizer", po::value(&optimizer)->default_value(optimizer),
+      ("optimizer", po::value(&f->optimizer)->default_value(f->optimizer),
        "sgd | adam | adamw, when profiling")
-      ("loss", po::value(&loss)->default_value(loss),
+      ("loss", po::value(&f->loss)->default_value(f->loss),
        "auto | cross-entropy | mse, when forward returns logits (when profiling)")
-      ("loss-output", po::value(&loss_output),
+      ("loss-output", po::value(&f->loss_output),
        "when forward returns a tuple, list, dict or NamedTuple: the element to "
        "train on, by index, key or field (default: the first scalar tensor, else "
        "the first tensor; when profiling)");
   // clang-format on
-  po::variables_map vm;
-  if (int rc = Parse(args, flags, &model, &vm); rc != 0) return rc < 0 ? 0 : rc;
-  if (gpus < 1 || memory_text.empty() || out.empty()) {
+  return flags;
+}
+
+// Checks the flags that must be given together; resolves
+// --global-minibatch into f->minibatch. Returns 0, or 2 after a usage error.
+int CheckPlanFlags(PlanFlags* f) {
+  if (f->gpus < 1 || f->memory_text.empty() || f->out.empty()) {
     std::cerr << "harmony-plan: need --gpus, --device-memory and -o (see --help)\n";
     return 2;
   }
-  if (global_minibatch > 0) {
-    if (minibatch > 0) {
+  if (f->global_minibatch > 0) {
+    if (f->minibatch > 0) {
       std::cerr << "harmony-plan: give --minibatch (each server's) or --global-minibatch, not "
                    "both\n";
       return 2;
     }
-    const int s = std::max(1, servers);
-    if (global_minibatch % s != 0) {
-      const int below = std::max(s, global_minibatch / s * s);
-      std::cerr << "harmony-plan: --global-minibatch " << global_minibatch
+    const int s = std::max(1, f->servers);
+    if (f->global_minibatch % s != 0) {
+      const int below = std::max(s, f->global_minibatch / s * s);
+      std::cerr << "harmony-plan: --global-minibatch " << f->global_minibatch
                 << " does not divide among " << s << " servers (--servers): each server "
                 << "trains an equal slice; try " << below << " or " << below + s << "\n";
       return 2;
     }
-    minibatch = global_minibatch / s;
+    f->minibatch = f->global_minibatch / s;
   }
-  if (minibatch < 1) {
+  if (f->minibatch < 1) {
     std::cerr << "harmony-plan: --minibatch is required (samples per iteration, at "
                  "least 1)\n";
     return 2;
   }
-  absl::StatusOr<uint64_t> memory = harmony::common::ParseBytes(memory_text);
+  if (f->profile_path.empty() && (f->model.empty() || f->sample_path.empty())) {
+    std::cerr << "harmony-plan: need MODEL.pt and --sample-input to profile, or "
+                 "--profile (see --help)\n";
+    return 2;
+  }
+  return 0;
+}
+
+// The profile to plan from: read (--profile; it must be of MODEL.pt when
+// that is given too) or measured on devices of `memory` bytes.
+struct PlanProfile {
+  proto::ProfileFile profile;
+  bool no_fit_only = false;  // Profiled without the cap: only to say what fits.
+};
+
+absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
+                                          const std::function<void(const std::string&)>& progress,
+                                          bool tty) {
+  PlanProfile out;
+  if (!f.profile_path.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(out.profile, ReadProfileFile(f.profile_path));
+    if (!f.model.empty() && !out.profile.model().sha256().empty()) {
+      HARMONY_ASSIGN_OR_RETURN(std::string sha, common::Sha256OfFile(f.model));
+      if (sha != out.profile.model().sha256()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            f.profile_path, " profiles another model (sha256 ", out.profile.model().sha256(),
+            ", ", f.model, " has ", sha, ")"));
+      }
+    }
+    return out;
+  }
+  HARMONY_ASSIGN_OR_RETURN(common::TrainingData sample, common::LoadTrainingData(f.sample_path));
+  ProfilerOptions options;
+  options.devices.count = f.gpus;
+  options.devices.capacity = memory;
+  options.granularity = f.granularity;
+  options.threads_per_device = f.threads_per_device;
+  options.optimizer = f.optimizer;
+  HARMONY_ASSIGN_OR_RETURN(options.loss, common::ParseLossKind(f.loss));
+  options.loss_output = f.loss_output;
+  options.max_microbatch = f.minibatch;
+  options.progress = progress;
+  absl::StatusOr<proto::ProfileFile> measured = ProfileModel(f.model, sample, options);
+  if (tty) std::cerr << "\r\033[K";
+  if (absl::IsResourceExhausted(measured.status())) {
+    // Even one sample does not fit: measure microbatch 1 on devices as
+    // large as the host, to say which vLayer and what memory would do.
+    std::cerr << "harmony-plan: " << measured.status().message()
+              << "\nharmony-plan: measuring microbatch 1 without the cap to say what fits\n";
+    options.devices.capacity = HostMemoryBytes();
+    options.max_microbatch = 1;
+    options.repeats = 1;
+    measured = ProfileModel(f.model, sample, options);
+    if (tty) std::cerr << "\r\033[K";
+    if (!measured.ok()) return measured.status();
+    measured->mutable_profile()->set_device_memory_bytes(memory);
+    out.no_fit_only = true;
+  }
+  if (!measured.ok()) return measured.status();
+  out.profile = *std::move(measured);
+  std::cerr << GemmWarning(out.profile.profile().gemm_flop_per_s(),
+                           static_cast<int>(out.profile.profile().host_threads()));
+  return out;
+}
+
+// The search's options from the flags.
+absl::StatusOr<MakePlanOptions> PlanOptions(const PlanFlags& f, uint64_t memory,
+                                            bool shard_optimizer_state) {
+  MakePlanOptions options;
+  options.num_devices = f.gpus;
+  options.device_memory = memory;
+  options.memory_reserve = f.reserve;
+  options.minibatch = f.minibatch;
+  options.microbatch = f.microbatch;
+  options.time_tolerance = f.tolerance;
+  HARMONY_ASSIGN_OR_RETURN(options.host_link, ParseHostLink(f.host_link_text));
+  HARMONY_ASSIGN_OR_RETURN(options.host_link_latency, ParseHostLinkLatency(f.host_latency_text));
+  if (f.servers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--servers ", f.servers, ": at least 1"));
+  }
+  options.network.servers = f.servers;
+  if (f.servers > 1) {
+    absl::StatusOr<double> network = common::ParseBandwidth(f.network_text);
+    if (!network.ok()) return common::Annotate(network.status(), "--network");
+    options.network.bytes_per_s = *network;
+    absl::StatusOr<absl::Duration> latency = common::ParseDuration(f.latency_text);
+    if (!latency.ok()) return common::Annotate(latency.status(), "--network-latency");
+    options.network.latency_s = absl::ToDoubleSeconds(*latency);
+    options.network.shard_optimizer_state = shard_optimizer_state;
+  }
+  if (f.mode == "vpp") {
+    options.mode = Mode::kVpp;
+  } else if (f.mode == "vdp") {
+    options.mode = Mode::kVdp;
+  } else if (f.mode != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode \"", f.mode, "\": expected auto, vpp or vdp"));
+  }
+  HARMONY_ASSIGN_OR_RETURN(options.local_activations,
+                           ParseAutoYesNo("--local-activations", f.local_text));
+  HARMONY_ASSIGN_OR_RETURN(options.peer_weights, ParseAutoYesNo("--peer-weights", f.peer_text));
+  if (!f.packs_text.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(options.backward_packs, ParsePacks(f.packs_text));
+  }
+  if (f.schedule == "ondemand") {
+    options.schedule = Schedule::kOndemand;
+  } else if (f.schedule == "gpipe") {
+    options.schedule = Schedule::kGpipe;
+  } else if (f.schedule == "dp-swap") {
+    options.schedule = Schedule::kDpSwap;
+  } else if (f.schedule != "harmony") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--schedule \"", f.schedule, "\": expected harmony, ondemand, gpipe or dp-swap"));
+  }
+  return options;
+}
+
+// Writes the plan, and its JSON and simulated trace when asked for.
+absl::Status WritePlanOutputs(const PlanFlags& f, const MadePlan& made) {
+  HARMONY_RETURN_IF_ERROR(common::WritePlanFile(f.out, made.plan));
+  if (!f.json_out.empty()) HARMONY_RETURN_IF_ERROR(common::WritePlanJson(f.json_out, made.plan));
+  if (!f.trace.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(SimResult sim,
+                             Simulate(*made.cost, made.result.graph, /*keep_events=*/true));
+    HARMONY_RETURN_IF_ERROR(common::WriteFileAtomically(f.trace, ChromeTrace(sim)));
+  }
+  return absl::OkStatus();
+}
+
+// The search's figures, the plan, and how busy each device is.
+void PrintPlan(const PlanFlags& f, const MadePlan& made) {
+  const SearchResult& result = made.result;
+  std::cout << "searched " << result.candidates << " configurations (" << result.feasible
+            << " fit) in " << absl::StrFormat("%.1f s", made.search_seconds) << "\n"
+            << PlanSummary(made.plan);
+  const double t = result.sim.iteration_s;
+  for (size_t d = 0; d < result.sim.busy.size(); ++d) {
+    const auto& busy = result.sim.busy[d];
+    std::cout << absl::StrFormat(
+        "  device %d busy: compute %.1f%%, weights-in %.1f%%, swap-in %.1f%%, swap-out %.1f%%, "
+        "peer %.1f%%\n",
+        d, 100 * busy[kCompute] / t, 100 * busy[kWeightsIn] / t, 100 * busy[kSwapIn] / t,
+        100 * busy[kSwapOut] / t, 100 * busy[kPeer] / t);
+  }
+  std::cout << absl::StrFormat("  host CPU optimizer busy: %.1f%%\n",
+                               100 * result.sim.optimizer_busy_s / t)
+            << "wrote " << f.out;
+  if (!f.json_out.empty()) std::cout << ", " << f.json_out;
+  if (!f.trace.empty()) std::cout << ", " << f.trace;
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int PlanCommand(const Args& args) {
+  PlanFlags f;
+  std::unique_ptr<po::options_description> flags = PlanFlagsDescription(&f);
+  po::variables_map vm;
+  if (int rc = Parse(args, *flags, &f.model, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  if (int rc = CheckPlanFlags(&f); rc != 0) return rc;
+  absl::StatusOr<uint64_t> memory = common::ParseBytes(f.memory_text);
   if (!memory.ok()) return Fail(memory.status());
   const bool tty = ::isatty(STDERR_FILENO);
   auto progress = [&](const std::string& line) {
@@ -209,168 +377,29 @@ int PlanCommand(const std::vector<std::string>& args) {
       std::cerr << line << "\n";
     }
   };
-
-  harmony::proto::ProfileFile profile;
-  bool no_fit_only = false;  // Profiled without the cap: only to say what fits.
-  if (!profile_path.empty()) {
-    auto read = harmony::planner::ReadProfileFile(profile_path);
-    if (!read.ok()) return Fail(read.status());
-    profile = *std::move(read);
-    if (!model.empty() && !profile.model().sha256().empty()) {
-      auto sha = harmony::common::Sha256OfFile(model);
-      if (!sha.ok()) return Fail(sha.status());
-      if (*sha != profile.model().sha256()) {
-        return Fail(absl::FailedPreconditionError(absl::StrCat(
-            profile_path, " profiles another model (sha256 ", profile.model().sha256(),
-            ", ", model, " has ", *sha, ")")));
-      }
-    }
-  } else {
-    if (model.empty() || sample_path.empty()) {
-      std::cerr << "harmony-plan: need MODEL.pt and --sample-input to profile, or "
-                   "--profile (see --help)\n";
-      return 2;
-    }
-    auto sample = harmony::common::LoadTrainingData(sample_path);
-    if (!sample.ok()) return Fail(sample.status());
-    harmony::planner::ProfilerOptions options;
-    options.devices.count = gpus;
-    options.devices.capacity = *memory;
-    options.granularity = granularity;
-    options.threads_per_device = threads_per_device;
-    options.optimizer = optimizer;
-    absl::StatusOr<harmony::common::LossKind> loss_kind = harmony::common::ParseLossKind(loss);
-    if (!loss_kind.ok()) return Fail(loss_kind.status());
-    options.loss = *loss_kind;
-    options.loss_output = loss_output;
-    options.max_microbatch = minibatch;
-    options.progress = progress;
-    auto measured = harmony::planner::ProfileModel(model, *sample, options);
-    if (tty) std::cerr << "\r\033[K";
-    if (absl::IsResourceExhausted(measured.status())) {
-      // Even one sample does not fit: measure microbatch 1 on devices as
-      // large as the host, to say which vLayer and what memory would do.
-      std::cerr << "harmony-plan: " << measured.status().message()
-                << "\nharmony-plan: measuring microbatch 1 without the cap to say what fits\n";
-      options.devices.capacity = HostMemoryBytes();
-      options.max_microbatch = 1;
-      options.repeats = 1;
-      measured = harmony::planner::ProfileModel(model, *sample, options);
-      if (tty) std::cerr << "\r\033[K";
-      if (!measured.ok()) return Fail(measured.status());
-      measured->mutable_profile()->set_device_memory_bytes(*memory);
-      no_fit_only = true;
-    }
-    if (!measured.ok()) return Fail(measured.status());
-    profile = *std::move(measured);
-    std::cerr << harmony::planner::GemmWarning(profile.profile().gemm_flop_per_s(),
-                                               static_cast<int>(profile.profile().host_threads()));
-  }
-  absl::StatusOr<double> host_link = ParseHostLink(host_link_text);
-  if (!host_link.ok()) return Fail(host_link.status());
-  harmony::planner::MakePlanOptions options;
-  options.num_devices = gpus;
-  options.device_memory = *memory;
-  options.memory_reserve = reserve;
-  options.minibatch = minibatch;
-  options.microbatch = microbatch;
-  options.time_tolerance = tolerance;
-  options.host_link = *host_link;
-  absl::StatusOr<double> host_latency = ParseHostLinkLatency(host_latency_text);
-  if (!host_latency.ok()) return Fail(host_latency.status());
-  options.host_link_latency = *host_latency;
-  options.progress = progress;
-  if (servers < 1) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--servers ", servers, ": at least 1")));
-  }
-  options.network.servers = servers;
-  if (servers > 1) {
-    auto network = harmony::common::ParseBandwidth(network_text);
-    if (!network.ok()) return Fail(network.status());
-    auto latency = harmony::common::ParseDuration(latency_text);
-    if (!latency.ok()) return Fail(latency.status());
-    options.network.bytes_per_s = *network;
-    options.network.latency_s = absl::ToDoubleSeconds(*latency);
-    options.network.shard_optimizer_state = vm.count("shard-optimizer-state") > 0;
-  }
-  if (mode == "vpp") {
-    options.mode = harmony::planner::Mode::kVpp;
-  } else if (mode == "vdp") {
-    options.mode = harmony::planner::Mode::kVdp;
-  } else if (mode != "auto") {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--mode \"", mode, "\": expected auto, vpp or vdp")));
-  }
-  auto local = ParseAutoYesNo("--local-activations", local_text);
-  if (!local.ok()) return Fail(local.status());
-  options.local_activations = *local;
-  auto peer = ParseAutoYesNo("--peer-weights", peer_text);
-  if (!peer.ok()) return Fail(peer.status());
-  options.peer_weights = *peer;
-  if (!packs_text.empty()) {
-    auto packs = ParsePacks(packs_text);
-    if (!packs.ok()) return Fail(packs.status());
-    options.backward_packs = *packs;
-  }
-  if (schedule == "ondemand") {
-    options.schedule = harmony::planner::Schedule::kOndemand;
-  } else if (schedule == "gpipe") {
-    options.schedule = harmony::planner::Schedule::kGpipe;
-  } else if (schedule == "dp-swap") {
-    options.schedule = harmony::planner::Schedule::kDpSwap;
-  } else if (schedule != "harmony") {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--schedule \"", schedule, "\": expected harmony, ondemand, gpipe or dp-swap")));
-  }
-  auto made = no_fit_only ? absl::StatusOr<harmony::planner::MadePlan>(
-                                absl::ResourceExhaustedError("does not fit"))
-                          : harmony::planner::MakePlan(profile, options);
+  // Every flag is checked before a profile that may take minutes.
+  absl::StatusOr<MakePlanOptions> options =
+      PlanOptions(f, *memory, vm.count("shard-optimizer-state") > 0);
+  if (!options.ok()) return Fail(options.status());
+  options->progress = progress;
+  absl::StatusOr<PlanProfile> profile = ObtainProfile(f, *memory, progress, tty);
+  if (!profile.ok()) return Fail(profile.status());
+  absl::StatusOr<MadePlan> made = profile->no_fit_only
+                                      ? absl::StatusOr<MadePlan>(
+                                            absl::ResourceExhaustedError("does not fit"))
+                                      : MakePlan(profile->profile, *options);
   if (tty) std::cerr << "\r\033[K";
-  if (absl::IsResourceExhausted(made.status()) &&
-      options.schedule == harmony::planner::Schedule::kHarmony) {
-    return Fail(absl::ResourceExhaustedError(NoFitMessage(profile, options, tty)));
+  if (absl::IsResourceExhausted(made.status()) && options->schedule == Schedule::kHarmony) {
+    return Fail(absl::ResourceExhaustedError(NoFitMessage(profile->profile, *options, tty)));
   }
   if (!made.ok()) return Fail(made.status());
-  const harmony::planner::SearchResult& result = made->result;
-  const harmony::proto::Plan& plan = made->plan;
-  if (!result.sim.fits) {
-    std::cerr << "harmony-plan: warning: the " << schedule
+  if (!made->result.sim.fits) {
+    std::cerr << "harmony-plan: warning: the " << f.schedule
               << " schedule does not fit the device memory at microbatch "
-              << std::max(1, microbatch) << " (see the peaks below)\n";
+              << std::max(1, f.microbatch) << " (see the peaks below)\n";
   }
-  absl::Status written = harmony::common::WritePlanFile(out, plan);
-  if (!written.ok()) return Fail(written);
-  if (!json_out.empty()) {
-    written = harmony::common::WritePlanJson(json_out, plan);
-    if (!written.ok()) return Fail(written);
-  }
-  if (!trace.empty()) {
-    auto sim = harmony::planner::Simulate(*made->cost, result.graph, /*keep_events=*/true);
-    if (!sim.ok()) return Fail(sim.status());
-    written = harmony::common::WriteFileAtomically(trace, harmony::planner::ChromeTrace(*sim));
-    if (!written.ok()) return Fail(written);
-  }
-  const double seconds = made->search_seconds;
-  std::cout << "searched " << result.candidates << " configurations (" << result.feasible
-            << " fit) in " << absl::StrFormat("%.1f s", seconds) << "\n"
-            << harmony::planner::PlanSummary(plan);
-  for (size_t d = 0; d < result.sim.busy.size(); ++d) {
-    const auto& busy = result.sim.busy[d];
-    std::cout << absl::StrFormat(
-        "  device %d busy: compute %.1f%%, weights-in %.1f%%, swap-in %.1f%%, swap-out %.1f%%, "
-        "peer %.1f%%\n",
-        d, 100 * busy[harmony::planner::kCompute] / result.sim.iteration_s,
-        100 * busy[harmony::planner::kWeightsIn] / result.sim.iteration_s,
-        100 * busy[harmony::planner::kSwapIn] / result.sim.iteration_s,
-        100 * busy[harmony::planner::kSwapOut] / result.sim.iteration_s,
-        100 * busy[harmony::planner::kPeer] / result.sim.iteration_s);
-  }
-  std::cout << absl::StrFormat("  host CPU optimizer busy: %.1f%%\n",
-                               100 * result.sim.optimizer_busy_s / result.sim.iteration_s)
-            << "wrote " << out;
-  if (!json_out.empty()) std::cout << ", " << json_out;
-  if (!trace.empty()) std::cout << ", " << trace;
-  std::cout << "\n";
+  if (absl::Status written = WritePlanOutputs(f, *made); !written.ok()) return Fail(written);
+  PrintPlan(f, *made);
   return 0;
 }
 

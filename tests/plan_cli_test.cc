@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
@@ -277,6 +278,27 @@ TEST(PlanCliTest, BadInputIsOneClearLine) {
                                      "--sample-input ", Tmp("missing.pt")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find(Tmp("missing.pt")), std::string::npos) << r.output;
+
+  // A bad search flag is reported before the model is profiled (minutes on
+  // a large one), not after.
+  const std::pair<std::string, std::string> bad_flags[] = {
+      {" --mode diagonal", "--mode \"diagonal\": expected auto, vpp or vdp"},
+      {" --schedule zero", "--schedule \"zero\": expected harmony, ondemand"},
+      {" --packs 3-1", "--packs \"3-1\": expected vLayer ranges"},
+      {" --host-link fast", "--host-link: invalid bandwidth \"fast\""},
+      {" --host-link-latency soon", "--host-link-latency: "},
+      {" --servers 2 --network slow", "--network: invalid bandwidth \"slow\""},
+  };
+  for (const auto& [bad, says] : bad_flags) {
+    r = RunCommand(absl::StrCat(kPlan, " tests/testdata/user_bert.pt "
+                                       "--sample-input tests/testdata/user_bert_data.pt "
+                                       "--gpus 2 --device-memory 64MiB --minibatch 4 -o ",
+                                Tmp("never.pb"), bad));
+    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("harmony-plan: " + says), std::string::npos) << bad << ": " << r.output;
+    EXPECT_EQ(r.output.find("profiling vLayer"), std::string::npos) << bad << ": " << r.output;
+    EXPECT_FALSE(common::ReadFileToString(Tmp("never.pb")).ok()) << bad;
+  }
 
   r = RunCommand(absl::StrCat(kPlan, " frobnicate"));
   EXPECT_EQ(r.exit_code, 2);
