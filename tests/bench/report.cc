@@ -125,6 +125,25 @@ std::vector<double> SimErrors(const json& results, bool emulated) {
   return v;
 }
 
+// The runtime's compute per device over the profile's for the same work
+// (the plan's microbatches and packs); 0 when the run lacks either.
+double ComputeRatio(const json& config, const json& run) {
+  if (!run.contains("compute_s") || !run.contains("planned_compute_s")) return 0;
+  const double planned = run["planned_compute_s"].get<double>();
+  const int devices = std::max(1, config.value("devices", 1));
+  return planned > 0 ? run["compute_s"].get<double>() / devices / planned : 0;
+}
+
+std::vector<double> ComputeRatios(const json& results) {
+  std::vector<double> v;
+  for (const json& c : Configs(results)) {
+    for (const json& r : c["runs"]) {
+      if (double ratio = ComputeRatio(c, r); ratio > 0) v.push_back(ratio);
+    }
+  }
+  return v;
+}
+
 std::string Emulated(const json& results) {
   if (!results.contains("link_balance")) return "?";
   return common::FormatBandwidth(results["link_balance"]["emulated_link_bytes_per_s"].get<double>());
@@ -189,7 +208,14 @@ std::string Headline(const json& results) {
       errors.push_back(absl::StrCat(RangeText(SimErrors(results, true), "%.0f%%"), " emulated"));
     }
     absl::StrAppend(&out, "- **Simulator**: median |error| of the simulated iteration time ",
-                    absl::StrJoin(errors, ", "), ".\n");
+                    absl::StrJoin(errors, ", "));
+    if (!ComputeRatios(results).empty()) {
+      absl::StrAppend(&out, "; the runtime's compute per device was ",
+                      RangeText(ComputeRatios(results), "%.2fx"),
+                      " the profile's for the same work (far from 1.00x: the machine ran at "
+                      "another speed than when it was profiled)");
+    }
+    out += ".\n";
   }
   if (results.contains("overhead")) {
     const json& o = results["overhead"];
@@ -498,25 +524,32 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "## 3. Simulator accuracy\n\n"
         "The planner's simulated iteration time (fed the profiled bandwidths, or the emulated "
         "link for emulated rows) against the measured median. Error = (simulated − measured) ÷ "
-        "measured.",
+        "measured. The last column is the runtime's compute per device (summed over its "
+        "vLayer invocations) over the profile's for the same work: where it is far from 1.00 "
+        "the machine computed at another speed than when the model was profiled, and the "
+        "error shows that rather than the schedule (a shared VM's speed can swing by tens of "
+        "percent over minutes: docs/bench/scale.md).",
         latencies.empty()
             ? ""
             : absl::StrCat(" Emulated rows are planned with a fixed cost per host transfer, the "
                            "profile's hand-off to the copy thread plus what an emulated copy's "
                            "sleep oversleeps (harmony-plan --host-link-latency): ",
                            latencies, "."),
-        "\n\n| config | link | schedule | simulated | measured | error |\n"
-        "|---|---|---|---|---|---|\n");
+        "\n\n| config | link | schedule | simulated | measured | error | compute, measured ÷ "
+        "profiled |\n"
+        "|---|---|---|---|---|---|---|\n");
     for (bool emulated : {false, true}) {
       for (const json& c : Configs(results)) {
         for (const std::string& sched : kSchedules) {
           const json* r = FindRun(c, sched, emulated);
           if (!r) continue;
-          absl::StrAppendFormat(&md, "| %s | %s | %s | %s | %s | %+.0f%% |\n", ConfigName(c),
-                                emulated ? "**emulated**" : "none", sched,
+          const double compute = ComputeRatio(c, *r);
+          absl::StrAppendFormat(&md, "| %s | %s | %s | %s | %s | %+.0f%% | %s |\n",
+                                ConfigName(c), emulated ? "**emulated**" : "none", sched,
                                 Seconds((*r)["simulated_s"].get<double>()),
                                 Seconds((*r)["iteration_s"]["median"].get<double>()),
-                                100 * (*r)["simulator_error"].get<double>());
+                                100 * (*r)["simulator_error"].get<double>(),
+                                compute > 0 ? absl::StrFormat("%.2f", compute) : "n/a");
         }
       }
     }

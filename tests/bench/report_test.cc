@@ -91,7 +91,14 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   json results = MadeResults(
       config, json::array({json{{"name", "c1"}, {"ok", true}, {"detail", ""}},
                            json{{"name", "c2"}, {"ok", false}, {"detail", "off"}}}));
+  // Compute measured over profiled: 2 devices computed 2.5 s in all where
+  // the profile planned 1.0 s each.
+  config["runs"][4]["compute_s"] = 2.5;
+  config["runs"][4]["planned_compute_s"] = 1.0;
+  results["schedules"]["configs"][0] = config;
   const std::string headline = Headline(results);
+  EXPECT_NE(headline.find("compute per device was 1.25x the profile's"), std::string::npos)
+      << headline;
   EXPECT_NE(headline.find("ondemand 4.0x"), std::string::npos) << headline;
   EXPECT_NE(headline.find("2.0x the lower bound"), std::string::npos) << headline;
   EXPECT_NE(headline.find("ondemand 3.0x"), std::string::npos) << headline;  // 30 / 10.
@@ -107,6 +114,8 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("- c2: off"), std::string::npos);
   EXPECT_NE(md->find("**emulated**"), std::string::npos);
   EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
+  EXPECT_NE(md->find("| +10% | 1.25 |"), std::string::npos) << *md;  // Emulated Harmony.
+  EXPECT_NE(md->find("| +10% | n/a |"), std::string::npos) << *md;   // No compute figures.
   EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/swap_bytes_gpt.svg").ok());
   EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/speedup_emulated.svg").ok());
 }
