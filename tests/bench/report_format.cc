@@ -1,0 +1,68 @@
+#include "tests/bench/report_format.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/units.h"
+#include "tests/bench/bench_util.h"
+
+namespace harmony::bench::report {
+
+const std::vector<std::string> kBaselines = {"ondemand", "gpipe", "dp-swap"};
+const std::vector<std::string> kSchedules = {"harmony", "ondemand", "gpipe", "dp-swap"};
+
+std::string Bytes(double b) { return common::FormatBytes(static_cast<uint64_t>(b)); }
+
+std::string Seconds(double s) {
+  if (s < 1e-3) return absl::StrFormat("%.1f µs", s * 1e6);
+  if (s < 1) return absl::StrFormat("%.1f ms", s * 1e3);
+  return absl::StrFormat("%.2f s", s);
+}
+
+std::string TimeCell(const json& stats) {
+  return absl::StrFormat("%s (%s–%s)", Seconds(stats["median"].get<double>()),
+                         Seconds(stats["min"].get<double>()), Seconds(stats["max"].get<double>()));
+}
+
+const json* FindRun(const json& config, const std::string& schedule, bool emulated) {
+  for (const json& r : config["runs"]) {
+    if (r["schedule"] == schedule && r["emulated"].get<bool>() == emulated) return &r;
+  }
+  return nullptr;
+}
+
+const json* ByteRun(const json& config, const std::string& schedule) {
+  const json* r = FindRun(config, schedule, false);
+  return r ? r : FindRun(config, schedule, true);
+}
+
+double HostBytes(const json& run) { return run["swap_bytes"]["host_link"].get<double>(); }
+double Rate(const json& run) { return run["samples_per_s"]["median"].get<double>(); }
+
+std::string ConfigName(const json& c) {
+  return absl::StrCat(c["model"].get<std::string>(), " N=", c["devices"].get<int>(),
+                      " D=", c["minibatch"].get<int>());
+}
+
+const json& Configs(const json& results) {
+  static const json kEmpty = json::array();
+  if (!results.contains("schedules")) return kEmpty;
+  return results["schedules"]["configs"];
+}
+
+double ComputeRatio(const json& config, const json& run) {
+  if (!run.contains("compute_s") || !run.contains("planned_compute_s")) return 0;
+  const double planned = run["planned_compute_s"].get<double>();
+  const int devices = std::max(1, config.value("devices", 1));
+  return planned > 0 ? run["compute_s"].get<double>() / devices / planned : 0;
+}
+
+std::string Emulated(const json& results) {
+  if (!results.contains("link_balance")) return "?";
+  return common::FormatBandwidth(results["link_balance"]["emulated_link_bytes_per_s"].get<double>());
+}
+
+}  // namespace harmony::bench::report
