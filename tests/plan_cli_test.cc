@@ -195,6 +195,19 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
       common::FormatTimeSpan(absl::Seconds(slow_plan->estimates().iteration_time_s())));
   EXPECT_NE(slow_sim.output.find(slow_time), std::string::npos)
       << slow_sim.output << " vs " << slow_time;
+  // inspect says which link the estimate is for.
+  auto slow_inspect = RunCommand(absl::StrCat(kPlan, " inspect ", Tmp("slow.pb")));
+  ASSERT_EQ(slow_inspect.exit_code, 0) << slow_inspect.output;
+  EXPECT_NE(slow_inspect.output.find(absl::StrCat(
+                "on a host link of ", common::FormatBandwidth(20e6),
+                " per direction shared by the devices, ",
+                common::FormatTimeSpan(absl::Milliseconds(2)), " per transfer (as harmony-plan")),
+            std::string::npos)
+      << slow_inspect.output;
+  auto own_inspect = RunCommand(absl::StrCat(kPlan, " inspect ", Tmp("a.pb")));
+  ASSERT_EQ(own_inspect.exit_code, 0) << own_inspect.output;
+  EXPECT_NE(own_inspect.output.find("per transfer (the profile's measurement)"), std::string::npos)
+      << own_inspect.output;
   auto fast_sim = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("slow.pb"),
                                           " --host-link 10GB/s --host-link-latency 0us"));
   ASSERT_EQ(fast_sim.exit_code, 0) << fast_sim.output;

@@ -178,6 +178,22 @@ std::string PlanSummary(const proto::Plan& plan) {
   absl::StrAppendFormat(&out, "  estimated iteration: %s, %.2f samples/s\n",
                         common::FormatTimeSpan(absl::Seconds(e.iteration_time_s())),
                         e.samples_per_s());
+  // The link the estimate was made on: the one harmony-plan was told, else
+  // the profile's measurement (as CostModel::Create takes them).
+  const proto::Bandwidths& bw = plan.profile().bandwidths();
+  double link = c.host_link_bytes_per_s();
+  if (!(link > 0)) link = bw.host_link_all_devices_bytes_per_s();
+  if (!(link > 0)) link = std::min(bw.host_to_device_bytes_per_s(), bw.device_to_host_bytes_per_s());
+  const double latency = c.has_host_link_latency_s() ? c.host_link_latency_s()
+                                                     : std::max(0.0, bw.transfer_latency_s());
+  if (link > 0) {
+    absl::StrAppendFormat(
+        &out, "  on a host link of %s per direction shared by the devices, %s per transfer (%s)\n",
+        common::FormatBandwidth(link), common::FormatTimeSpan(absl::Seconds(latency)),
+        c.host_link_bytes_per_s() > 0 || c.has_host_link_latency_s()
+            ? "as harmony-plan was told: --host-link, --host-link-latency"
+            : "the profile's measurement");
+  }
   for (int d = 0; d < e.device_peak_bytes_size(); ++d) {
     absl::StrAppendFormat(&out, "  device %d peak: %s of %s (%.0f%%)\n", d,
                           common::FormatBytes(e.device_peak_bytes(d)),
