@@ -2,6 +2,8 @@
 
 #include "executor/runtime/runtime_testing.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <map>
 #include <memory>
@@ -126,6 +128,39 @@ RuntimeOptions Options(int devices, uint64_t capacity, const optim::OptimizerOpt
 
 
 // Runs the plan; checks every iteration's bytes against the plan's figures.
+namespace {
+
+// The largest activation (or stash, or data) that device `d` receives or
+// sends in one transfer. Whether one such copy is still, or already, on the
+// device at a microbatch's peak depends on when the copy threads run: the
+// simulator predicts it from the profile, the OS decides it (a loaded
+// machine delays a copy-out by a few milliseconds, and its bytes count until
+// it has finished).
+uint64_t LargestActivationTransfer(const proto::Plan& plan, int d) {
+  uint64_t largest = 0;
+  for (const proto::DeviceSchedule& device : plan.devices()) {
+    if (static_cast<int>(device.device()) != d) continue;
+    for (const proto::Task& task : device.tasks()) {
+      for (const proto::Transfer& x : task.transfers()) {
+        switch (x.kind()) {
+          case proto::ACTIVATIONS_IN:
+          case proto::ACTIVATIONS_OUT:
+          case proto::STASH_IN:
+          case proto::STASH_OUT:
+          case proto::DATA_IN:
+            largest = std::max<uint64_t>(largest, x.bytes());
+            break;
+          default:
+            break;
+        }
+      }
+    }
+  }
+  return largest;
+}
+
+}  // namespace
+
 TrainingRun RunPlan(const Model& m, const proto::Plan& plan, const RuntimeOptions& options) {
   TrainingRun r;
   absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(plan, m.path, options);
@@ -162,11 +197,14 @@ TrainingRun RunPlan(const Model& m, const proto::Plan& plan, const RuntimeOption
       EXPECT_GT(peak, 0u);
       // The simulator's peak bounds the measured one, so a plan it says
       // fits does not run out of memory: within 3%, as a vLayer's peak
-      // varies a little from run to run (these profiles measure once;
-      // harmony-plan keeps 10% in reserve).
+      // varies a little from run to run (these profiles measure once), and
+      // one activation copy, whose timing the OS decides (harmony-plan
+      // keeps 10% in reserve for both). Seen on the 2-core VM: 1 in ~20
+      // runs of a vPP baseline peaked one 1 KiB activation above.
       EXPECT_LT(d, static_cast<size_t>(plan.estimates().device_peak_bytes_size()));
       if (static_cast<int>(d) >= plan.estimates().device_peak_bytes_size()) continue;
-      EXPECT_LE(peak, plan.estimates().device_peak_bytes(d) * 1.03)
+      EXPECT_LE(peak, plan.estimates().device_peak_bytes(d) * 1.03 +
+                          LargestActivationTransfer(plan, static_cast<int>(d)))
           << "device " << d << " peaked at " << it->device_peak_activity[d] << "\n"
           << planner::PlanTasks(plan);
     }
