@@ -5,6 +5,7 @@
 #ifndef HARMONY_COMMON_STATUS_H_
 #define HARMONY_COMMON_STATUS_H_
 
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -15,6 +16,21 @@ namespace harmony::common {
 
 // Returns `status` with "<context>: " in front of its message; OK stays OK.
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
+
+// The value at `key` in `map` (a std::map or unordered_map), or Internal
+// "<what()> is missing": for internal lookups that fail only on a bug or a
+// malformed input, so the failure says what was looked for and where instead
+// of `map::at`. `what` is called only on a miss.
+//   HARMONY_ASSIGN_OR_RETURN(const auto* refs, common::Lookup(routes, key, [&] {
+//     return absl::StrCat("the route of task ", id); }));
+template <typename Map, typename Describe>
+absl::StatusOr<const typename Map::mapped_type*> Lookup(const Map& map,
+                                                        const typename Map::key_type& key,
+                                                        const Describe& what) {
+  const auto it = map.find(key);
+  if (it == map.end()) return absl::InternalError(std::string(what()) + " is missing");
+  return &it->second;
+}
 
 }  // namespace harmony::common
 

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace harmony::executor {
 
 void Mailbox::Post(int to, int from, int kind, Piece piece) {
@@ -75,7 +77,14 @@ absl::StatusOr<std::map<Ref, c10::IValue>> Mailbox::Receive(int to, int from, in
     for (const Piece& p : pieces) {
       const int lo = std::max(p.offset, offset);
       const int hi = std::min(p.offset + p.size, offset + size);
-      parts.push_back(p.values.at(ref).toTensor().narrow(0, lo - p.offset, hi - lo));
+      const auto value = p.values.find(ref);
+      if (value == p.values.end() || !value->second.isTensor()) {
+        return absl::InternalError(absl::StrCat(
+            "task ", to, " receives output ", ref.second, " of vLayer ", ref.first, " from task ",
+            from, " in pieces, and the piece of samples ", p.offset, "-", p.offset + p.size - 1,
+            value == p.values.end() ? " lacks it" : " holds no tensor for it"));
+      }
+      parts.push_back(value->second.toTensor().narrow(0, lo - p.offset, hi - lo));
     }
     out[ref] = parts.size() == 1 ? parts[0].clone() : at::cat(parts, 0);
   }

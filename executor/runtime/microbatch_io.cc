@@ -42,9 +42,19 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
   auto scope = devices[d]->Place(absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
   const double start = Now();
   uint64_t data_bytes = 0, target_bytes = 0;
+  HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* data_refs, common::Lookup(data_routes, t.id, [&] {
+    return absl::StrCat("the data that task ", t.id, " reads");
+  }));
+  for (const Ref& r : *data_refs) {
+    if (r.second < 0 || r.second >= static_cast<int>(batch_inputs.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "task ", t.id, " reads forward's argument ", r.second, "; the data has ",
+          batch_inputs.size(), " input(s)"));
+    }
+  }
   HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
-    for (const Ref& r : data_routes.at(t.id)) {
-      at::Tensor host_rows = batch_inputs.at(r.second).narrow(0, mb.offset, mb.size);
+    for (const Ref& r : *data_refs) {
+      at::Tensor host_rows = batch_inputs[r.second].narrow(0, mb.offset, mb.size);
       in.data[r] = devices[d]->ToDevice(host_rows, "data");
       data_bytes += host_rows.nbytes();
     }
@@ -143,7 +153,8 @@ absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const planner::Mic
     if (x.microbatch != mb.index || !IsOutput(x)) continue;
     const Task& to = graph.tasks[x.peer_task];
     const double start = Now();
-    const std::vector<Ref>& refs = routes.at({t.id, x.peer_task, static_cast<int>(x.kind)});
+    HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* route, RouteOf(t, x));
+    const std::vector<Ref>& refs = *route;
     Piece piece;
     piece.offset = mb.offset;
     piece.size = mb.size;

@@ -195,10 +195,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     }
   }
 
-  impl->last_reader.resize(impl->dec->num_vlayers());
+  impl->readers.resize(impl->dec->num_vlayers());
   for (const common::VLayerInfo& v : impl->dec->vlayers()) {
     for (const common::ValueSource& s : v.inputs) {
-      if (s.producer >= 0) impl->last_reader[s.producer][s.index] = v.index;
+      if (s.producer >= 0) impl->readers[s.producer][s.index].insert(v.index);
     }
   }
   // Which outputs are batched, from every profiled size.

@@ -82,8 +82,19 @@ struct Runtime::Impl {
   std::map<int, int> weights_source;
   std::map<int, int> weights_copies;
   std::vector<int> position_of;
-  // last_reader[k][i]: the last vLayer reading output i of vLayer k.
-  std::vector<std::map<int, int>> last_reader;
+  // readers[k][i]: the vLayers reading output i of vLayer k, in order. A
+  // value may be read by several vLayers of one pack and by later packs (a
+  // rotary table or a mask sliced once and passed to every block): a task
+  // keeps it while any vLayer of its own still reads it.
+  std::vector<std::map<int, std::set<int>>> readers;
+  // Whether a vLayer in (k, end) reads `ref` (an output of a vLayer).
+  bool ReadBetween(const Ref& ref, int k, int end) const {
+    if (ref.first < 0 || ref.first >= static_cast<int>(readers.size())) return false;
+    const auto it = readers[ref.first].find(ref.second);
+    if (it == readers[ref.first].end()) return false;
+    const auto next = it->second.upper_bound(k);
+    return next != it->second.end() && *next < end;
+  }
   // batched[k][i]: output i of vLayer k has the microbatch as dimension 0.
   std::vector<std::vector<bool>> batched;
   common::TrainingData data;
@@ -198,11 +209,13 @@ struct Runtime::Impl {
                                                      int offset);
 
   // The inputs of vLayer k from `values` (and the microbatch's data).
-  std::vector<c10::IValue> InputsOf(int k, const std::map<Ref, c10::IValue>& values) const {
-    std::vector<c10::IValue> in;
-    for (const common::ValueSource& s : Info(k).inputs) in.push_back(values.at({s.producer, s.index}));
-    return in;
-  }
+  // The values transfer `x` of task `t` carries (fixed at Create).
+  absl::StatusOr<const std::vector<Ref>*> RouteOf(const Task& t, const Transfer& x) const;
+
+  // vLayer k's live-ins from `values`; Internal naming the missing one
+  // (a value the task dropped or never received) and `task`.
+  absl::StatusOr<std::vector<c10::IValue>> InputsOf(int k, const std::map<Ref, c10::IValue>& values,
+                                                    const Task& task) const;
 
   // --- Inputs and outputs of a microbatch.
   //

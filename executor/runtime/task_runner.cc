@@ -41,6 +41,32 @@ std::vector<Ref> Runtime::Impl::RefsBetween(PackRange producer, PackRange consum
   return {refs.begin(), refs.end()};
 }
 
+absl::StatusOr<const std::vector<Ref>*> Runtime::Impl::RouteOf(const Task& t,
+                                                            const Transfer& x) const {
+  return common::Lookup(routes, std::make_tuple(t.id, x.peer_task, static_cast<int>(x.kind)), [&] {
+    return absl::StrCat("the values task ", t.id, " sends to task ", x.peer_task);
+  });
+}
+
+absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::InputsOf(
+    int k, const std::map<Ref, c10::IValue>& values, const Task& task) const {
+  std::vector<c10::IValue> in;
+  for (const common::ValueSource& s : Info(k).inputs) {
+    const auto it = values.find({s.producer, s.index});
+    if (it == values.end()) {
+      return absl::InternalError(absl::StrCat(
+          "task ", task.id, " (", task.kind == TaskKind::kBackward ? "backward" : "forward",
+          " of vLayers ", task.vlayers.begin, "-", task.vlayers.end - 1, ") holds no ",
+          s.producer < 0 ? absl::StrCat("argument ", s.index, " of forward")
+                         : absl::StrCat("output ", s.index, " of vLayer ", s.producer),
+          " for vLayer ", k, " (", Info(k).scope.empty() ? "the model" : Info(k).scope,
+          "): it was not received or was dropped too early"));
+    }
+    in.push_back(it->second);
+  }
+  return in;
+}
+
 bool Runtime::Impl::IsBatched(const Ref& r, const c10::IValue& v, int size) const {
   if (!v.isTensor()) return false;
   const at::Tensor& t = v.toTensor();
@@ -195,22 +221,21 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
     for (const Transfer& x : t.transfers) {
       if (x.microbatch != mb.index) continue;
       if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
-      for (const Ref& r : routes.at({t.id, x.peer_task, static_cast<int>(x.kind)})) {
-        sent.insert(r);
-      }
+      HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* route, RouteOf(t, x));
+      sent.insert(route->begin(), route->end());
     }
     {
       auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (forward of vLayers ",
                                            t.vlayers.begin, "-", t.vlayers.end - 1,
                                            "), microbatch ", mb.index));
       for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+        HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> in, InputsOf(k, values, t));
         HARMONY_ASSIGN_OR_RETURN(
             std::vector<c10::IValue> outs,
-            RunVLayer(d, k, w, w.buffers[k - w.range.begin], InputsOf(k, values), mb.offset));
+            RunVLayer(d, k, w, w.buffers[k - w.range.begin], in, mb.offset));
         for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
         for (auto it = values.begin(); it != values.end();) {
-          const bool later = it->first.first >= 0 && last_reader[it->first.first].count(it->first.second) &&
-                             last_reader[it->first.first].at(it->first.second) > k;
+          const bool later = ReadBetween(it->first, k, dec->num_vlayers());
           if (!later && !sent.count(it->first) && it->first.first >= 0) {
             it = values.erase(it);
           } else {
@@ -281,16 +306,14 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
         if (!t.fused_loss) {
           for (at::Tensor& b : buffers) b = b.clone();
         }
+        HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> in, InputsOf(k, values, t));
         HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> outs,
-                                 RunVLayer(d, k, w, buffers, InputsOf(k, values), mb.offset));
+                                 RunVLayer(d, k, w, buffers, in, mb.offset));
         for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
         for (auto it = values.begin(); it != values.end();) {
           const Ref& ref = it->first;
           const bool here = ref.first >= t.vlayers.begin;  // Computed in this pack.
-          const auto reader = here ? last_reader[ref.first].find(ref.second)
-                                   : std::map<int, int>::const_iterator();
-          const bool read_later = here && reader != last_reader[ref.first].end() &&
-                                  reader->second > k && reader->second < t.vlayers.end;
+          const bool read_later = here && ReadBetween(ref, k, t.vlayers.end);
           if (here && !read_later && !roots_needed.count(ref)) {
             it = values.erase(it);
           } else {
@@ -300,7 +323,10 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
       }
       std::vector<at::Tensor> roots, root_grads;
       if (t.fused_loss) {
-        const c10::IValue& out = values.at({dec->num_vlayers() - 1, 0});
+        HARMONY_ASSIGN_OR_RETURN(const c10::IValue* model_out, common::Lookup(values, Ref{dec->num_vlayers() - 1, 0}, [&] {
+          return absl::StrCat("task ", t.id, ": the model's output (vLayer ", dec->num_vlayers() - 1, " output 0)");
+        }));
+        const c10::IValue& out = *model_out;
         if (!out.isTensor()) {
           return absl::InvalidArgumentError(absl::StrCat(
               "forward returned ", out.type()->str(), ", expected a tensor"));
@@ -308,7 +334,10 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
         std::vector<at::Tensor> targets;
         if (!takes_targets) {
           for (size_t i = 0; i < batch_targets.size(); ++i) {
-            targets.push_back(values.at({-2, static_cast<int>(i)}).toTensor());
+            HARMONY_ASSIGN_OR_RETURN(const c10::IValue* target, common::Lookup(values, Ref{-2, static_cast<int>(i)}, [&] {
+              return absl::StrCat("task ", t.id, ": target ", i);
+            }));
+            targets.push_back(target->toTensor());
           }
         }
         HARMONY_ASSIGN_OR_RETURN(
@@ -341,7 +370,11 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
           }
         }
         for (auto& [ref, g] : grads) {
-          const c10::IValue& out = values.at(ref);
+          HARMONY_ASSIGN_OR_RETURN(const c10::IValue* held, common::Lookup(values, ref, [&] {
+            return absl::StrCat("task ", t.id, " got a gradient for vLayer ", ref.first, " output ",
+                                ref.second, ", but its value");
+          }));
+          const c10::IValue& out = *held;
           if (!out.isTensor() || !out.toTensor().requires_grad()) continue;
           roots.push_back(out.toTensor());
           root_grads.push_back(g);
@@ -598,11 +631,14 @@ absl::Status Runtime::Impl::RunDevice(int d) {
 absl::Status Runtime::Impl::RunUpdates() {
   for (const Task& t : graph.tasks) {
     if (t.kind != TaskKind::kUpdate) continue;
+    HARMONY_ASSIGN_OR_RETURN(const std::vector<int>* deps, common::Lookup(update_deps, t.id, [&] {
+      return absl::StrCat("the tasks update task ", t.id, " waits for");
+    }));
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] {
         if (!error.ok()) return true;
-        for (int dep : update_deps.at(t.id)) {
+        for (int dep : *deps) {
           if (!done[dep]) return false;
         }
         return true;
