@@ -135,8 +135,9 @@ std::vector<Unit> SplitAtDepth(const PureGraph& pure,
 // `reads_params`: whether a node reads any parameter (for grouping).
 std::vector<int> ChooseCuts(const PureGraph& pure,
                             const std::vector<int64_t>& elements,
+                            const std::vector<int64_t>& bytes,
                             const std::vector<bool>& reads_params,
-                            int granularity) {
+                            int granularity, uint64_t max_unit_bytes) {
   const int count = static_cast<int>(pure.nodes.size());
   int64_t total = 0;
   for (int64_t e : elements) total += e;
@@ -177,6 +178,18 @@ std::vector<int> ChooseCuts(const PureGraph& pure,
     if (units.size() == 0 || !units[heaviest].splittable ||
         params_of(units[heaviest]) * 2 <= total || !split(heaviest)) {
       break;
+    }
+  }
+  // Cut units whose weights exceed the limit along their own modules.
+  if (max_unit_bytes > 0) {
+    auto bytes_of = [&](const Unit& u) {
+      uint64_t b = 0;
+      for (int i = u.begin; i < u.end; ++i) b += static_cast<uint64_t>(bytes[i]);
+      return b;
+    };
+    for (size_t i = 0; i < units.size();) {
+      if (units[i].splittable && bytes_of(units[i]) > max_unit_bytes && split(i)) continue;
+      ++i;
     }
   }
   if (granularity > 0) {
@@ -262,6 +275,7 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
                            pure_graph::MakePureGraph(model, options.output, &arguments));
   // Parameter elements per node, from the module's tensors.
   std::vector<int64_t> elements(pure->nodes.size(), 0);
+  std::vector<int64_t> bytes(pure->nodes.size(), 0);
   std::vector<bool> reads_params(pure->nodes.size(), false);
   std::vector<bool> seen(pure->lifted.size(), false);
   std::function<void(Node*, int)> reads = [&](Node* n, int owner) {
@@ -274,7 +288,10 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
       if (seen[it->second]) continue;
       seen[it->second] = true;
       absl::StatusOr<at::Tensor> t = ResolveTensor(model, lifted.name);
-      if (t.ok()) elements[owner] += t->numel();
+      if (t.ok()) {
+        elements[owner] += t->numel();
+        bytes[owner] += static_cast<int64_t>(t->nbytes());
+      }
     }
     for (Block* b : n->blocks()) {
       for (Node* inner : b->nodes()) reads(inner, owner);
@@ -283,8 +300,8 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
   for (size_t i = 0; i < pure->nodes.size(); ++i) {
     reads(pure->nodes[i], static_cast<int>(i));
   }
-  std::vector<int> cuts =
-      ChooseCuts(*pure, elements, reads_params, options.granularity);
+  std::vector<int> cuts = ChooseCuts(*pure, elements, bytes, reads_params, options.granularity,
+                                     options.max_vlayer_weight_bytes);
   std::unique_ptr<Decomposition> d(new Decomposition(std::make_unique<Impl>()));
   d->impl_->pure = std::move(pure);
   d->forward_arguments_ = std::move(arguments);

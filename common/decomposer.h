@@ -24,6 +24,18 @@
 // The module is decomposed as it behaves in its current mode: call
 // module.train() first for training.
 //
+// What crosses a cut: the live-outs of a vLayer are tensors (a parameter's
+// view, a buffer's slice, a tensor made inside forward: each travels as the
+// tensor it is), Optional[Tensor]s, and values without tensors inside (ints
+// and floats from shapes, bools, strings, None): gradients flow back
+// through the tensors. A list of tensors built in forward and appended to
+// as it goes (DenseNet's features, a recommender's embedded tables) is
+// rebuilt before each reader from its elements (common/tensor_lists.h), so
+// only the elements cross cuts. Any other value holding tensors (a tuple, a
+// list from split or chunk, a dict) never crosses a cut: the decomposer
+// does not cut where one is live, and CreateWithCuts refuses such a cut
+// point, naming the value.
+//
 // Thread-safety: a Decomposition is immutable after Create; Run may be
 // called from several threads at once.
 
@@ -47,6 +59,12 @@ struct DecomposeOptions {
   // merging the lightest neighbours or splitting the heaviest block along
   // its own module boundaries.
   int granularity = 0;
+  // 0: no limit. Otherwise a vLayer whose parameters hold more bytes than
+  // this is cut along its own module boundaries (a dense block layer by
+  // layer, a loop over a ModuleList entry by entry, a Sequential module by
+  // module) until it holds no more or cannot be cut further. harmony-plan
+  // sets it when no schedule fits the devices with the vLayers per block.
+  uint64_t max_vlayer_weight_bytes = 0;
   // The element of forward's output that training uses, when forward
   // returns a tuple, list, dict or NamedTuple: an index ("0"), a dict key or
   // a field name ("loss"); see common/model_output.h, which chooses one.

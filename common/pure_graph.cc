@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/model_output.h"
 #include "common/status.h"
+#include "common/tensor_lists.h"
 #include "common/torch_status.h"
 
 namespace harmony::common::pure_graph {
@@ -421,6 +422,7 @@ absl::StatusOr<std::unique_ptr<PureGraph>> MakePureGraph(
   HARMONY_RETURN_IF_ERROR(selected);
   HARMONY_RETURN_IF_ERROR(LiftAttributes(model, *pure));
   HARMONY_RETURN_IF_ERROR(CallTorch("analysing forward's graph", [&] {
+    RebuildTensorLists(*pure->graph);
     Analyse(*pure);
   }));
   if (pure->nodes.empty()) {

@@ -224,7 +224,7 @@ struct PlanProfile {
 
 absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
                                           const std::function<void(const std::string&)>& progress,
-                                          bool tty) {
+                                          bool tty, uint64_t max_vlayer_weight_bytes = 0) {
   PlanProfile out;
   if (!f.profile_path.empty()) {
     HARMONY_ASSIGN_OR_RETURN(out.profile, ReadProfileFile(f.profile_path));
@@ -243,6 +243,7 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   options.devices.count = f.gpus;
   options.devices.capacity = memory;
   options.granularity = f.granularity;
+  options.max_vlayer_weight_bytes = max_vlayer_weight_bytes;
   options.threads_per_device = f.threads_per_device;
   options.optimizer = f.optimizer;
   HARMONY_ASSIGN_OR_RETURN(options.loss, common::ParseLossKind(f.loss));
@@ -389,6 +390,34 @@ int PlanCommand(const Args& args) {
                                             absl::ResourceExhaustedError("does not fit"))
                                       : MakePlan(profile->profile, *options);
   if (tty) std::cerr << "\r\033[K";
+  // Nothing fits with a vLayer per block: cut the heaviest vLayers inside,
+  // along their own modules, and profile and search again, before giving up.
+  for (int round = 0; absl::IsResourceExhausted(made.status()) && round < 4 &&
+                      options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
+                      f.granularity == 0;
+       ++round) {
+    uint64_t heaviest = 0;
+    for (const proto::VLayerProfile& v : profile->profile.profile().vlayers()) {
+      heaviest = std::max<uint64_t>(heaviest, v.parameter_bytes());
+    }
+    const uint64_t limit = std::min<uint64_t>(heaviest / 2, *memory / 4);
+    if (limit == 0) break;
+    const int before = profile->profile.model().decomposition().vlayer_count();
+    std::cerr << "harmony-plan: no schedule fits " << f.gpus << " device(s) of "
+              << common::FormatBytes(*memory) << " with " << before
+              << " vLayers; cutting those of more than " << common::FormatBytes(limit)
+              << " of weights inside, along their modules\n";
+    absl::StatusOr<PlanProfile> finer = ObtainProfile(f, *memory, progress, tty, limit);
+    if (!finer.ok()) return Fail(finer.status());
+    if (finer->profile.model().decomposition().vlayer_count() == before) break;  // Cannot cut.
+    std::cerr << "harmony-plan: " << finer->profile.model().decomposition().vlayer_count()
+              << " vLayers\n";
+    profile = std::move(finer);
+    made = profile->no_fit_only
+               ? absl::StatusOr<MadePlan>(absl::ResourceExhaustedError("does not fit"))
+               : MakePlan(profile->profile, *options);
+    if (tty) std::cerr << "\r\033[K";
+  }
   if (absl::IsResourceExhausted(made.status()) && options->schedule == Schedule::kHarmony) {
     return Fail(absl::ResourceExhaustedError(NoFitMessage(profile->profile, *options, tty)));
   }

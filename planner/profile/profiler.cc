@@ -207,6 +207,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   if (!output.message.empty()) say(output.message);
   common::DecomposeOptions decompose;
   decompose.granularity = options.granularity;
+  decompose.max_vlayer_weight_bytes = options.max_vlayer_weight_bytes;
   decompose.output = output.selector;
   HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<Decomposition> d,
                            Decomposition::Create(model, decompose));

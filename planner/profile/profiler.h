@@ -38,6 +38,9 @@ struct ProfilerOptions {
   common::DeviceSpec devices;
   // vLayer granularity (see common::DecomposeOptions).
   int granularity = 0;
+  // Cut vLayers holding more parameter bytes than this along their modules
+  // (common::DecomposeOptions::max_vlayer_weight_bytes); 0: no limit.
+  uint64_t max_vlayer_weight_bytes = 0;
   // "sgd" (one momentum buffer per parameter), "adam" or "adamw" (two).
   std::string optimizer = "sgd";
   common::LossKind loss = common::LossKind::kAuto;

@@ -78,6 +78,12 @@ const std::vector<SuiteModel>& Models() {
       {"hf_tuple"},                   {"heads_namedtuple", false, false, "logits"},
       {"dict_out"},                   {"gpt2_tied", true},
       {"mlp_tied", true},
+      // The second wave (tests/suite/wave2.py). shared_depth applies one
+      // layer 4 times: its weights' uses are summed on the host, like a tie.
+      {"llama"},                      {"moe"},
+      {"dlrm"},                       {"traced_gpt"},
+      {"convnext"},                   {"padded_encoder"},
+      {"shared_depth", true},
   };
   return *models;
 }

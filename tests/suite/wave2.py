@@ -247,6 +247,14 @@ def dlrm():
                         "targets": torch.randint(0, 2, (SAMPLES,)).float()}
 
 
+def dlrm_large():
+    # The recommender at a real table's size: three 60000 x 32 tables.
+    rows = (60000, 60000, 60000)
+    sparse = torch.stack([torch.randint(0, n, (SAMPLES, 3)) for n in rows], dim=1)
+    return Dlrm(rows, d=32), {"inputs": {"dense": torch.randn(SAMPLES, 13), "sparse": sparse},
+                              "targets": torch.randint(0, 2, (SAMPLES,)).float()}
+
+
 # --- Traced transformer -----------------------------------------------------
 class TracedBlock(nn.Module):
     def __init__(self, d, heads):
