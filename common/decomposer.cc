@@ -331,8 +331,8 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::CreateWithCuts(
     }
     if (pure->forbidden_cut[c]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cut point ", i, " at node ", c,
-          " separates a tensor from an in-place update of it"));
+          "cut point ", i, " at node ", c, " cannot be cut: ", pure->cut_blocker[c],
+          " (is the plan for another model, or from an older harmony-plan?)"));
     }
   }
   std::unique_ptr<Decomposition> d(new Decomposition(std::make_unique<Impl>()));

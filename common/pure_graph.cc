@@ -300,13 +300,20 @@ void Analyse(PureGraph& pure) {
   // A cut may not carry tensors inside other values (a List[Tensor] from
   // split, a tuple): gradients flow back across cuts only through tensors.
   pure.forbidden_cut.assign(count + 1, false);
+  pure.cut_blocker.assign(count + 1, "");
+  auto forbid = [&](int p, const std::string& why) {
+    if (!pure.forbidden_cut[p]) pure.cut_blocker[p] = why;
+    pure.forbidden_cut[p] = true;
+  };
   for (int i = 0; i < count; ++i) {
     for (const Value* v : pure.nodes[i]->outputs()) {
       if (IsTensorLike(v->type()) || !ContainsTensor(v->type())) continue;
       const int last = last_use(v);
-      for (int p = i + 1; p <= last && p <= count; ++p) {
-        pure.forbidden_cut[p] = true;
-      }
+      const std::string why = absl::StrCat(
+          "it would carry a ", v->type()->annotation_str(), " (made by node ", i, ": ",
+          NodeString(pure.nodes[i]), "); only tensors, and values without tensors inside, "
+          "cross cuts");
+      for (int p = i + 1; p <= last && p <= count; ++p) forbid(p, why);
     }
   }
   // Nor separate a value from a later in-place write to it (or to a view of
@@ -328,7 +335,10 @@ void Analyse(PureGraph& pure) {
             if (it == pure.node_index.end()) continue;
             def = it->second;
           }
-          for (int p = def + 1; p <= q; ++p) pure.forbidden_cut[p] = true;
+          const std::string why = absl::StrCat(
+              "it would separate a tensor from an in-place update of it at node ", q, " (",
+              NodeString(n), ")");
+          for (int p = def + 1; p <= q; ++p) forbid(p, why);
         }
       }
       for (Block* b : n->blocks()) {
@@ -338,6 +348,7 @@ void Analyse(PureGraph& pure) {
     check(top_node);
   }
   pure.forbidden_cut[0] = false;
+  pure.cut_blocker[0].clear();
 }
 
 // Makes the graph return the element `selector` of forward's output (an

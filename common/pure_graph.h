@@ -47,6 +47,8 @@ struct PureGraph {
   std::unordered_map<const Node*, int> node_index;
   // Cut positions that would separate a tensor from an in-place update.
   std::vector<bool> forbidden_cut;     // Indexed by position 0..N.
+  // Why, for people: the value a cut there would carry or separate.
+  std::vector<std::string> cut_blocker;
   // Tensor values live at each position (def < p <= last use).
   std::vector<int> live_tensors;
   // Call-site frame keys of each node, outermost first.

@@ -32,7 +32,8 @@ The models, and what each brings to the decomposer and runtime:
 and the second wave (tests/suite/wave2.py): llama, moe, dlrm, traced_gpt,
 convnext, padded_encoder, shared_depth; and dlrm_large, the recommender at
 the size of a real table (three 60000 x 32 tables, 22 MiB), planned but not
-trained by the suite.
+trained by the suite; and densenet121 (torchvision, 26.6 MiB), planned on
+devices of its weight bytes.
 """
 import math
 import os
@@ -359,6 +360,14 @@ MODELS = {
 # Second wave: name -> (builder, traced).
 MODELS.update({name: fn for name, (fn, _) in wave2.MODELS.items()})
 MODELS["dlrm_large"] = wave2.dlrm_large
+
+
+def densenet121():
+    # 26.6 MiB of weights, 11 MiB of them in features.denseblock3.
+    return torchvision.models.densenet121(num_classes=10), images()
+
+
+MODELS["densenet121"] = densenet121
 TRACED = {name for name, (_, traced) in wave2.MODELS.items() if traced}
 
 

@@ -1,0 +1,118 @@
+// Models whose blocks are too large for the devices, through the real
+// commands: harmony-plan cuts inside the blocks (a dense block layer by
+// layer, a recommender's tables one by one) before giving up, and
+// harmony-exec trains the plan within the cap, at the peaks the plan
+// predicted.
+//
+//   - torchvision densenet121 (26.6 MiB of weights; features.denseblock3
+//     holds 11 MiB) on 2 devices of 27 MiB;
+//   - the recommender with three 60000 x 32 EmbeddingBag tables (7.3 MiB
+//     each) read in a loop over a ModuleList: each table a vLayer, and the
+//     memory model of a table's backward (its weights, its accumulated
+//     gradient and the fresh dense gradient of the next microbatch) equal
+//     to what the runtime measures.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/files.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/run_command.h"
+
+namespace harmony {
+namespace {
+
+using testing::RunCommand;
+
+const char kPlan[] = "planner/harmony-plan";
+const char kExec[] = "executor/harmony-exec";
+
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+nlohmann::json ReadJson(const std::string& path) {
+  absl::StatusOr<std::string> text = common::ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+}
+
+std::vector<uint64_t> Peaks(const nlohmann::json& list) {
+  std::vector<uint64_t> out;
+  for (const auto& v : list) {
+    out.push_back(v.is_string() ? std::stoull(v.get<std::string>()) : v.get<uint64_t>());
+  }
+  return out;
+}
+
+TEST(LargeModelsTest, Densenet121PlansOnDevicesOfItsWeightBytes) {
+  const std::string model = "tests/suite/densenet121.pt";
+  const std::string data = "tests/suite/densenet121_data.pt";
+  auto planned = RunCommand(absl::StrCat(
+      kPlan, " ", model, " --sample-input ", data,
+      " --gpus 2 --device-memory 27MiB --minibatch 8 --microbatch 2 --repeats 1 -o ",
+      Tmp("d121.pb"), " --json ", Tmp("d121.json")));
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  // One vLayer per block does not fit; cut inside, it does.
+  EXPECT_NE(planned.output.find("with 11 vLayers; cutting those of more than"),
+            std::string::npos)
+      << planned.output;
+  const nlohmann::json plan = ReadJson(Tmp("d121.json"));
+  EXPECT_GT(plan["model"]["decomposition"]["vlayer_count"].get<int>(), 11);
+  for (uint64_t peak : Peaks(plan["estimates"]["device_peak_bytes"])) {
+    EXPECT_LE(peak, 27ull << 20);
+  }
+
+  auto trained = RunCommand(absl::StrCat(kExec, " run ", Tmp("d121.pb"), " --model ", model,
+                                         " --data ", data,
+                                         " --iterations 1 --devices cpu:2x27MiB --metrics ",
+                                         Tmp("d121.metrics.json")));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_EQ(trained.output.find("map::at"), std::string::npos);
+}
+
+TEST(LargeModelsTest, RecommenderTablesAreVLayersAndTheirMemoryIsModelled) {
+  const std::string model = "tests/suite/dlrm_large.pt";
+  const std::string data = "tests/suite/dlrm_large_data.pt";
+  auto decomposed = RunCommand(absl::StrCat(kPlan, " decompose ", model));
+  ASSERT_EQ(decomposed.exit_code, 0) << decomposed.output;
+  for (const char* table : {"tables.0 ", "tables.1 ", "tables.2 "}) {
+    EXPECT_NE(decomposed.output.find(table), std::string::npos) << decomposed.output;
+  }
+  // A table's backward needs its weights, its gradient and, from the
+  // second microbatch on, the fresh dense gradient beside it (3 x 7.3 MiB),
+  // and the next table's weights arrive meanwhile: 36 MiB per device.
+  auto planned = RunCommand(absl::StrCat(
+      kPlan, " ", model, " --sample-input ", data,
+      " --gpus 2 --device-memory 36MiB --minibatch 16 --microbatch 4 --repeats 1 -o ",
+      Tmp("dlrm.pb"), " --json ", Tmp("dlrm.json")));
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  const std::vector<uint64_t> simulated =
+      Peaks(ReadJson(Tmp("dlrm.json"))["estimates"]["device_peak_bytes"]);
+
+  auto trained = RunCommand(absl::StrCat(kExec, " run ", Tmp("dlrm.pb"), " --model ", model,
+                                         " --data ", data,
+                                         " --iterations 2 --devices cpu:2x36MiB --metrics ",
+                                         Tmp("dlrm.metrics.json")));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  // The metrics file holds one JSON object per iteration.
+  absl::StatusOr<std::string> lines = common::ReadFileToString(Tmp("dlrm.metrics.json"));
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  std::vector<uint64_t> measured(simulated.size(), 0);
+  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+    const std::vector<uint64_t> peaks =
+        Peaks(nlohmann::json::parse(line)["device_peak_bytes"]);
+    ASSERT_EQ(peaks.size(), simulated.size());
+    for (size_t d = 0; d < peaks.size(); ++d) measured[d] = std::max(measured[d], peaks[d]);
+  }
+  for (size_t d = 0; d < simulated.size(); ++d) {
+    SCOPED_TRACE(absl::StrCat("device ", d));
+    EXPECT_GT(measured[d], 2 * 7680000ull);  // A table and its gradient, at least.
+    EXPECT_NEAR(static_cast<double>(measured[d]), static_cast<double>(simulated[d]),
+                0.10 * static_cast<double>(simulated[d]));
+  }
+}
+
+}  // namespace
+}  // namespace harmony
