@@ -5,7 +5,7 @@
 // predicted.
 //
 //   - torchvision densenet121 (26.6 MiB of weights; features.denseblock3
-//     holds 11 MiB) on 2 devices of 27 MiB;
+//     holds 11 MiB) on 2 devices of 27 MiB, minibatch 16, microbatch 4;
 //   - the recommender with three 60000 x 32 EmbeddingBag tables (7.3 MiB
 //     each) read in a loop over a ModuleList: each table a vLayer, and the
 //     memory model of a table's backward (its weights, its accumulated
@@ -51,7 +51,7 @@ TEST(LargeModelsTest, Densenet121PlansOnDevicesOfItsWeightBytes) {
   const std::string data = "tests/suite/densenet121_data.pt";
   auto planned = RunCommand(absl::StrCat(
       kPlan, " ", model, " --sample-input ", data,
-      " --gpus 2 --device-memory 27MiB --minibatch 8 --microbatch 2 --repeats 1 -o ",
+      " --gpus 2 --device-memory 27MiB --minibatch 16 --microbatch 4 -o ",
       Tmp("d121.pb"), " --json ", Tmp("d121.json")));
   ASSERT_EQ(planned.exit_code, 0) << planned.output;
   // One vLayer per block does not fit; cut inside, it does.
@@ -85,7 +85,7 @@ TEST(LargeModelsTest, RecommenderTablesAreVLayersAndTheirMemoryIsModelled) {
   // and the next table's weights arrive meanwhile: 36 MiB per device.
   auto planned = RunCommand(absl::StrCat(
       kPlan, " ", model, " --sample-input ", data,
-      " --gpus 2 --device-memory 36MiB --minibatch 16 --microbatch 4 --repeats 1 -o ",
+      " --gpus 2 --device-memory 36MiB --minibatch 16 --microbatch 4 -o ",
       Tmp("dlrm.pb"), " --json ", Tmp("dlrm.json")));
   ASSERT_EQ(planned.exit_code, 0) << planned.output;
   const std::vector<uint64_t> simulated =

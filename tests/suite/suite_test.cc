@@ -288,7 +288,9 @@ void TrainAndCompare(const proto::Plan& plan, const std::string& model,
     if (i == 0) {
       ExpectSameSteps(**rt, ref.first_step, initial, StepTolerance(exact, mode),
                       what + ", first step");
-      if (mode == Mode::kVpp) EXPECT_EQ(it->loss, ref.losses[0]);
+      if (mode == Mode::kVpp) {
+        EXPECT_EQ(it->loss, ref.losses[0]);
+      }
     }
   }
   ExpectSameLosses(losses, ref.losses, exact, what);
