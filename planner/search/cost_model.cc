@@ -322,6 +322,16 @@ uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u,
   return total;
 }
 
+bool CostModel::Reads(int pb, int pe, int cb, int ce) const {
+  if (inputs_.empty()) return pb < 0 ? cb == 0 : pe == cb;
+  for (int l = cb; l < ce; ++l) {
+    for (const auto& [producer, index] : inputs_[l]) {
+      if (pb < 0 ? producer < 0 : (producer >= pb && producer < pe)) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<int> CostModel::Producers(int layer) const {
   if (inputs_.empty()) return layer > 0 ? std::vector<int>{layer - 1} : std::vector<int>{};
   std::vector<int> out;

@@ -151,6 +151,10 @@ class CostModel {
   // no gradient to send back).
   uint64_t CrossBytes(int producer_begin, int producer_end, int consumer_begin,
                       int consumer_end, int microbatch, bool gradients = false) const;
+  // Whether a vLayer of [consumer_begin, consumer_end) reads any output of
+  // [producer_begin, producer_end): also values of no bytes (an int from a
+  // shape, a bool), which still have to reach their reader.
+  bool Reads(int producer_begin, int producer_end, int consumer_begin, int consumer_end) const;
 
   // The vLayers whose outputs `layer` reads (forward's arguments excluded).
   std::vector<int> Producers(int layer) const;

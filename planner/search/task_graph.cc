@@ -51,7 +51,12 @@ class Builder {
       return m_.CrossBytes(producer.begin, producer.end, consumer.begin, consumer.end, size,
                            gradients);
     };
-    if (bytes_at(1) == 0 && bytes_at(2) == 0) return;
+    // Nothing to send: no tensor bytes and, forward, no other value either
+    // (an int from a shape has no bytes but must reach its reader).
+    if (bytes_at(1) == 0 && bytes_at(2) == 0 &&
+        (gradients || !m_.Reads(producer.begin, producer.end, consumer.begin, consumer.end))) {
+      return;
+    }
     for (const Microbatch& mb : a.microbatches) {
       Transfer t{TransferKind::kActivationsOut, channel, a.vlayers, mb.index,
                  channel == Channel::kPeer ? b.device : -1, to, bytes_at(mb.size)};

@@ -1,6 +1,9 @@
 // The suite of models PyTorch users train (tests/suite/make_suite.py: seven
 // torchvision models, transformers, recurrent models, a UNet, tuple / dict /
-// NamedTuple outputs, tied weights), trained by Harmony and by a plain
+// NamedTuple outputs, tied weights; and the second wave, wave2.py: a
+// LLaMA-style decoder, a top-k mixture of experts, a recommender with
+// EmbeddingBag tables, a traced transformer, ConvNeXt, an encoder with a
+// padding-mask input, a layer shared across depth), trained by Harmony and by a plain
 // PyTorch loop (tests/suite/reference_train.py: torch.optim.SGD or Adam, the
 // same microbatches) and compared:
 //
@@ -83,7 +86,7 @@ const std::vector<SuiteModel>& Models() {
       {"llama"},                      {"moe"},
       {"dlrm"},                       {"traced_gpt"},
       {"convnext"},                   {"padded_encoder"},
-      {"shared_depth", true},
+      {"shared_depth", true},         {"shape_int"},
   };
   return *models;
 }

@@ -22,6 +22,8 @@ scripts them (and traces the one marked traced) beside the first wave.
                    input: forward(tokens, padding)
   shared_depth     one encoder layer applied 4 times in a loop (weights shared
                    across depth)
+  shape_int        an int from x.size(0), computed once and passed to every
+                   block, which views its input with it
 """
 import math
 from typing import List
@@ -393,6 +395,36 @@ def shared_depth():
                            "targets": torch.randint(0, 4, (SAMPLES,))}
 
 
+# --- An int from a shape, read by every block -------------------------------
+class ShapeBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, h, batch: int):
+        return torch.tanh(self.fc(h.view(batch, -1, 8))).reshape(batch, -1)
+
+
+class ShapeInt(nn.Module):
+    def __init__(self, blocks=3, classes=4):
+        super().__init__()
+        self.inp = nn.Linear(12, 32)
+        self.blocks = nn.ModuleList([ShapeBlock(8) for _ in range(blocks)])
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        batch = x.size(0)  # An int crossing every cut after the first.
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h, batch)
+        return self.head(h)
+
+
+def shape_int():
+    return ShapeInt(), {"inputs": torch.randn(SAMPLES, 12),
+                        "targets": torch.randint(0, 4, (SAMPLES,))}
+
+
 # name -> (builder, traced)
 MODELS = {
     "llama": (llama, False),
@@ -402,4 +434,5 @@ MODELS = {
     "convnext": (convnext, False),
     "padded_encoder": (padded_encoder, False),
     "shared_depth": (shared_depth, False),
+    "shape_int": (shape_int, False),
 }
