@@ -3,19 +3,12 @@
 #include <map>
 #include <vector>
 
+#include "common/pure_graph.h"
+
 namespace harmony::common::pure_graph {
 namespace {
 
-using torch::jit::Block;
-using torch::jit::Graph;
-using torch::jit::Node;
-using torch::jit::Use;
-using torch::jit::Value;
-
-Node* TopLevelOf(Node* n, const Block* top) {
-  while (n->owningBlock() != top) n = n->owningBlock()->owningNode();
-  return n;
-}
+using torch::jit::Use;  // Block, Graph, Node, Value: common/pure_graph.h.
 
 bool IsTensorList(const Value* v) {
   const auto list = v->type()->cast<c10::ListType>();
@@ -76,7 +69,7 @@ int RebuildTensorLists(Graph& graph) {
     std::map<Node*, std::vector<Use>> reads;
     for (const Use& use : list->uses()) {
       if (use.user->kind() == c10::aten::append) continue;
-      reads[TopLevelOf(use.user, top)].push_back(use);
+      reads[TopLevel(use.user, top)].push_back(use);
     }
     std::vector<Value*> elements(made->inputs().begin(), made->inputs().end());
     std::vector<Node*> appends;
