@@ -287,6 +287,19 @@ struct Runtime::Impl {
   // After a backward task: the vDP reduction and the gradients to the host.
   absl::Status FinishBackward(const Task& t, int d, DeviceWeights& w);
 
+  // Copies `grads` (a list per vLayer of `t`) into the host's sums, on the
+  // calling thread; `extra_bytes` (buffers stored with them) count on the
+  // link too. `what` names the copy in the trace.
+  absl::Status CopyGradientsOut(const Task& t, int d,
+                                const std::vector<std::vector<at::Tensor>>& grads,
+                                uint64_t extra_bytes, const std::string& what);
+
+  // A pack summed on the host (the plan's host_summed_packs): after
+  // microbatch `mb`, when the plan sends its gradients out, they go to the
+  // host's sums and are freed here, so the next microbatch's backward makes
+  // fresh ones instead of accumulating beside them.
+  absl::Status GradientsOutAfter(const Task& t, int d, DeviceWeights& w, int mb);
+
   // Starts swapping weights in on device `d`'s weights stream.
   std::future<WeightsResult> PostWeights(int d, int id, int room_of, std::string label);
 

@@ -398,7 +398,49 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
                                     mb.index),
           start);
     HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, input_grads));
+    HARMONY_RETURN_IF_ERROR(GradientsOutAfter(t, d, w, mb.index));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Impl::GradientsOutAfter(const Task& t, int d, DeviceWeights& w, int mb) {
+  const bool planned = std::any_of(t.transfers.begin(), t.transfers.end(), [&](const Transfer& x) {
+    return x.kind == TransferKind::kGradientsOut && x.microbatch == mb;
+  });
+  if (!planned) return absl::OkStatus();
+  std::vector<std::vector<at::Tensor>> grads;
+  HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
+    auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id, ", microbatch ", mb));
+    grads = GradientsOf(w);
+    for (auto& ps : w.params) {
+      for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
+    }
+  }, absl::StatusCode::kInternal));
+  HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+  // On this thread: the next microbatch's backward starts once they are on
+  // the host, so they never exist beside its fresh ones.
+  return CopyGradientsOut(t, d, grads, 0, absl::StrCat(" #", mb));
+}
+
+absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d,
+                                             const std::vector<std::vector<at::Tensor>>& grads,
+                                             uint64_t extra_bytes, const std::string& what) {
+  const double start = Now();
+  uint64_t bytes = extra_bytes;
+  HARMONY_RETURN_IF_ERROR(CallTorch("gradients out", [&] {
+    auto on_host = PlaceOnHost();
+    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+      std::vector<at::Tensor> gs = grads[k - t.vlayers.begin];
+      for (at::Tensor& g : gs) {
+        if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
+      }
+      bytes += host->AddGradients(k, gs);
+    }
+  }, absl::StatusCode::kInternal));
+  Link(1, bytes, start);
+  counts[kGradientsOut] += bytes;
+  Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1, what),
+        start);
   return absl::OkStatus();
 }
 
@@ -485,32 +527,25 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
   // small and copied now.
   uint64_t planned = 0, gradient_bytes = 0;
   for (const Transfer& x : t.transfers) {
-    if (x.kind == TransferKind::kGradientsOut) planned += x.bytes;
+    // The task's own (not those sent after a microbatch of a host-summed pack).
+    if (x.kind == TransferKind::kGradientsOut && x.microbatch < 0) planned += x.bytes;
   }
   for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
     gradient_bytes += host->owned_gradient_bytes(k);
   }
   const uint64_t buffer_bytes = t.fused_loss && planned > gradient_bytes ? StoreBuffers(w) : 0;
+  // A pack summed on the host sends its last microbatch's gradients on this
+  // thread too, as it sent the others: the plan has the device's next task
+  // start once they are out, not beside them.
+  const bool host_summed = std::any_of(t.transfers.begin(), t.transfers.end(), [](const Transfer& x) {
+    return x.kind == TransferKind::kGradientsOut && x.microbatch >= 0;
+  });
+  if (host_summed) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
   // The gradients go to the host on the copy-out stream, which holds them
   // on the device until they are there.
   devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
-    const double start = Now();
-    uint64_t bytes = buffer_bytes;
-    absl::Status copied = CallTorch("gradients out", [&] {
-      auto on_host = PlaceOnHost();
-      for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-        std::vector<at::Tensor> gs = grads[k - t.vlayers.begin];
-        for (at::Tensor& g : gs) {
-          if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
-        }
-        bytes += host->AddGradients(k, gs);
-      }
-    }, absl::StatusCode::kInternal);
+    absl::Status copied = CopyGradientsOut(t, d, grads, buffer_bytes, "");
     if (!copied.ok()) return Fail(copied);
-    Link(1, bytes, start);
-    counts[kGradientsOut] += bytes;
-    Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1),
-          start);
   });
   return absl::OkStatus();
 }

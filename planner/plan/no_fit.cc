@@ -88,6 +88,11 @@ absl::StatusOr<LargestVLayer> FindLargestVLayer(const proto::ProfileFile& profil
     best.index = k;
     best.need_bytes = need;
     best.backward = backward;
+    best.host_summed_bytes =
+        backward && row.backward_first_peak_bytes() > 0 &&
+                row.backward_first_peak_bytes() < row.backward_peak_bytes()
+            ? std::max(row.forward_peak_bytes(), row.backward_first_peak_bytes())
+            : 0;
     best.microbatch = static_cast<int>(row.size());
     best.weight_bytes = v.parameter_bytes() + v.buffer_bytes();
     best.gradient_bytes = v.gradient_bytes();
@@ -119,6 +124,11 @@ std::string DescribeNoFit(const LargestVLayer& layer, const MakePlanOptions& opt
       layer.backward ? "backward" : "forward", layer.microbatch,
       common::FormatBytes(layer.weight_bytes), common::FormatBytes(layer.gradient_bytes),
       common::FormatBytes(layer.activation_bytes));
+  if (layer.host_summed_bytes > 0) {
+    absl::StrAppend(&out, ", or ", common::FormatBytes(layer.host_summed_bytes),
+                    " with its gradients summed on the host after each microbatch (vPP, more "
+                    "than one microbatch)");
+  }
   if (smallest > 0) {
     absl::StrAppend(&out, "; the smallest --device-memory that plans is ",
                     common::FormatBytes(smallest),

@@ -40,6 +40,9 @@ struct LargestVLayer {
   uint64_t activation_bytes = 0;  // Inputs, outputs and what autograd keeps.
   uint64_t need_bytes = 0;      // Its measured peak, the larger pass.
   bool backward = true;         // Which pass needs need_bytes.
+  // Its backward's peak with its gradients summed on the host after each
+  // microbatch (a first microbatch's; 0: not measured or no smaller).
+  uint64_t host_summed_bytes = 0;
 };
 absl::StatusOr<LargestVLayer> FindLargestVLayer(const proto::ProfileFile& profile);
 

@@ -131,6 +131,9 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_single_buffer(!c.prefetch);
   config->set_local_activations(c.local_activations);
   config->set_peer_weights(c.peer_weights);
+  for (size_t p = 0; p < c.host_sums.size(); ++p) {
+    if (c.host_sums[p]) config->add_host_summed_packs(static_cast<uint32_t>(p));
+  }
   for (int d = 0; d < c.num_devices; ++d) {
     proto::DeviceSchedule* device = plan.add_devices();
     device->set_device(d);
@@ -170,6 +173,14 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   if (c.peer_weights()) {
     out += "  weights cross the host link once: device 0 swaps them in, the others copy from it\n";
+  }
+  if (c.host_summed_packs_size() > 0) {
+    std::vector<std::string> packs;
+    for (uint32_t p : c.host_summed_packs()) packs.push_back(absl::StrCat(p));
+    absl::StrAppendFormat(&out,
+                          "  gradients summed on the host after each microbatch: backward "
+                          "pack(s) %s (too large to accumulate on the device)\n",
+                          absl::StrJoin(packs, ", "));
   }
   absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),
                         PacksText(c.forward_packs()));
@@ -348,6 +359,14 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   }
   for (const proto::Pack& p : pc.backward_packs()) {
     c.backward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
+  }
+  for (uint32_t p : pc.host_summed_packs()) {
+    if (p >= c.backward_packs.size()) {
+      return Malformed(absl::StrCat("it sums the gradients of backward pack ", p,
+                                    " on the host; there are ", c.backward_packs.size()));
+    }
+    c.host_sums.resize(c.backward_packs.size(), false);
+    c.host_sums[p] = true;
   }
   if (c.num_devices < 1 || plan.devices_size() != c.num_devices) {
     return Malformed(absl::StrCat("it has ", plan.devices_size(), " device task lists for ",

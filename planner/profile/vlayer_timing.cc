@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -164,10 +165,25 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int6
 // memory only.
 absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int64_t u,
                                     int repeats, bool warm_up) {
-  DeviceMemory device("cpu:0", c.capacity);
-  HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u, true, &device));
-  if (!first.fits) return first;
-  if (backward) {  // A task's first microbatch: memory only.
+  auto device = std::make_unique<DeviceMemory>("cpu:0", c.capacity);
+  HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u, true, device.get()));
+  if (!first.fits && backward) {
+    // Too large beside the gradients it accumulates into (an embedding
+    // table's: its weights, their sum and the next microbatch's fresh dense
+    // gradient). Summed on the host after each microbatch it needs only a
+    // first microbatch's peak: when that fits the cap, what it needs beside
+    // the sum is measured without the cap, for the planner to weigh.
+    HARMONY_ASSIGN_OR_RETURN(Measurement fresh, RunOnce(c, k, backward, u, false));
+    if (!fresh.fits) return first;
+    Context uncapped = c;
+    uncapped.capacity = std::numeric_limits<uint64_t>::max() / 4;
+    device = std::make_unique<DeviceMemory>("cpu:0", uncapped.capacity);
+    HARMONY_ASSIGN_OR_RETURN(first, RunOnce(uncapped, k, backward, u, true, device.get()));
+    if (!first.fits) return first;
+    first.first_peak = fresh.peak;
+  } else if (!first.fits) {
+    return first;
+  } else if (backward) {  // A task's first microbatch: memory only.
     HARMONY_ASSIGN_OR_RETURN(Measurement fresh, RunOnce(c, k, backward, u, false));
     first.first_peak = fresh.peak;
   }
@@ -178,7 +194,7 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
     --repeats;
   }
   for (int r = 0; r < repeats; ++r) {
-    HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u, true, &device));
+    HARMONY_ASSIGN_OR_RETURN(Measurement m, RunOnce(c, k, backward, u, true, device.get()));
     times.push_back(m.time_s);
     first.peak = std::max(first.peak, m.peak);
     first.saved = std::max(first.saved, m.saved);

@@ -491,10 +491,14 @@ uint64_t CostModel::BackwardTop(int begin, int end, int u, bool seed_held,
   return std::max(top, saved);
 }
 
-uint64_t CostModel::BackwardMemory(int begin, int end, int u) const {
+uint64_t CostModel::BackwardMemory(int begin, int end, int u, bool host_sums) const {
   const uint64_t fixed = WeightBytes(begin, end) + PackInputBytes(begin, end, u);
+  const uint64_t first = BackwardTop(begin, end, u, false, true);
+  // Summed on the host, every microbatch is a first one: its gradients are
+  // made as it goes and leave before the next.
+  if (host_sums && first_peaks_) return fixed + first;
   const uint64_t later = GradientBytes(begin, end) + BackwardTop(begin, end, u, false, false);
-  return fixed + std::max(later, BackwardTop(begin, end, u, false, true));
+  return fixed + std::max(later, first);
 }
 
 uint64_t CostModel::BackwardWorkingBytes(int begin, int end, int u, bool first) const {

@@ -171,7 +171,10 @@ class CostModel {
   double BackwardSeconds(int begin, int end, int microbatch) const;
   // Device memory the pack needs while it runs (see above).
   uint64_t ForwardMemory(int begin, int end, int microbatch) const;
-  uint64_t BackwardMemory(int begin, int end, int microbatch) const;
+  // `host_sums`: the pack's gradients are summed on the host after each
+  // microbatch (Config::host_sums), so none accumulate on the device (the
+  // same as without when the profile did not measure first peaks).
+  uint64_t BackwardMemory(int begin, int end, int microbatch, bool host_sums = false) const;
   // What a microbatch of the pack holds on the device while it computes
   // beyond what the simulator holds on its own: the weights, the gradients,
   // the activations that enter the pack (in the forward, those read from

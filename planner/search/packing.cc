@@ -12,7 +12,7 @@ namespace {
 
 uint64_t Memory(const CostModel& m, const PackRequest& r, int b, int e) {
   return r.phase == PackPhase::kForward ? m.ForwardMemory(b, e, r.microbatch)
-                                        : m.BackwardMemory(b, e, r.microbatch);
+                                        : m.BackwardMemory(b, e, r.microbatch, r.host_sums);
 }
 
 absl::Status CheckRange(const CostModel& m, const PackRequest& r) {

@@ -53,6 +53,9 @@ struct PackRequest {
   // Optimal's objective: the sum of pack costs (packs that run one after
   // another, as in vDP) rather than the largest (a pipeline, as in vPP).
   bool minimize_sum = false;
+  // Backward packs may have their gradients summed on the host (vPP,
+  // Config::host_sums): a pack fits when it does either way.
+  bool host_sums = false;
 };
 
 absl::StatusOr<Packing> GreedyPacks(const CostModel& model, const PackRequest& r);

@@ -69,6 +69,29 @@ bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimRe
   return peak <= c.device_memory + largest;
 }
 
+// The backward packs of `c` worth summing on the host (Config::host_sums):
+// in Harmony's vPP, those run over several microbatches whose backward with
+// the gradients accumulated on the device needs more than half the device
+// (with the next pack's weights prefetched beside it, the likely reason a
+// config does not fit) and less without. Empty when there are none.
+std::vector<bool> HostSumsFor(const CostModel& model, const Config& c) {
+  if (c.mode != Mode::kVpp || c.schedule != Schedule::kHarmony ||
+      c.minibatch <= c.backward_microbatch) {
+    return {};
+  }
+  std::vector<bool> sums(c.backward_packs.size(), false);
+  bool any = false;
+  for (size_t p = 0; p < c.backward_packs.size(); ++p) {
+    const PackRange& r = c.backward_packs[p];
+    const uint64_t device = model.BackwardMemory(r.begin, r.end, c.backward_microbatch);
+    const uint64_t host = model.BackwardMemory(r.begin, r.end, c.backward_microbatch, true);
+    sums[p] = host < device && device > c.device_memory / 2;
+    any = any || sums[p];
+  }
+  if (!any) return {};
+  return sums;
+}
+
 }  // namespace
 
 // Adds each pack's compute at the microbatch sizes the tasks run.
@@ -258,13 +281,26 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           const std::vector<std::pair<decltype(&OptimalPacks), const PackRequest*>> packers = {
               {OptimalPacks, &r}, {OptimalPacks, &sum}, {GreedyPacks, &r},
               {BalancedMemoryPacks, &r}, {BalancedTimePacks, &r}};
+          bool too_large = false;
           for (const auto& [packer, request] : packers) {
             absl::StatusOr<Packing> p = packer(model, *request);
             if (!p.ok()) {
+              too_large = too_large || absl::IsResourceExhausted(p.status());
               note(p.status());
               continue;
             }
             AddUnique(backward, *p);
+          }
+          // A vLayer too large for the budget with its gradients summed on
+          // the device (an embedding table's backward): packs that fit
+          // with them summed on the host.
+          if (too_large && mode == Mode::kVpp && o.schedule == Schedule::kHarmony &&
+              microbatches > 1) {
+            r.host_sums = sum.host_sums = true;
+            for (const auto& [packer, request] : packers) {
+              absl::StatusOr<Packing> p = packer(model, *request);
+              if (p.ok()) AddUnique(backward, *p);
+            }
           }
         }
         // Packs of one vLayer: what fits wherever anything does.
@@ -376,13 +412,29 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           best.pruned_configs += static_cast<int>(before - configs.size());
         }
         std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
-        std::vector<Config> single;
-        for (Candidate& cand : done) {
-          if (cand.graph.ok() && cand.sim.ok() && !cand.sim->fits && cand.config.prefetch &&
-              CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
+        std::vector<Config> single, summed;
+        // Those that do not fit are tried again with the gradients of their
+        // heaviest backward packs summed on the host, and single-buffered.
+        auto retry = [&](const Candidate& cand) {
+          if (!cand.graph.ok() || !cand.sim.ok() || cand.sim->fits) return;
+          if (cand.config.prefetch && CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
             single.push_back(cand.config);
             single.back().prefetch = false;
           }
+          if (cand.config.host_sums.empty()) {
+            std::vector<bool> sums = HostSumsFor(model, cand.config);
+            if (!sums.empty()) {
+              summed.push_back(cand.config);
+              summed.back().host_sums = std::move(sums);
+            }
+          }
+        };
+        for (Candidate& cand : done) {
+          retry(cand);
+          HARMONY_RETURN_IF_ERROR(consider(cand));
+        }
+        for (Candidate& cand : SimulateAll(model, std::move(summed), threads)) {
+          retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
         for (Candidate& cand : SimulateAll(model, std::move(single), threads)) {

@@ -184,6 +184,34 @@ TEST(SearchTest, SingleBufferedPlansWhereDoubleBufferingDoesNot) {
   EXPECT_FALSE(sim->fits);
 }
 
+// Where a vLayer's backward fits only with its gradients summed on the
+// host (an embedding table's dense gradient beside the accumulated one),
+// the search plans vPP with those packs summed on the host.
+TEST(SearchTest, HostSumsPlanWhereDeviceSumsCannot) {
+  FakeProfileOptions f;
+  f.layers = 4;
+  f.dense_fresh_gradients = true;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  // 3 MiB per vLayer's backward summed on the device; 2 MiB on the host.
+  // At microbatch 2 (one microbatch of 8 would accumulate nothing).
+  const uint64_t memory = (5u << 19) + (64u << 10);
+  SearchOptions o = Options(2, memory, 8);
+  o.microbatch = 2;
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->sim.fits);
+  EXPECT_EQ(r->graph.config.mode, Mode::kVpp);
+  ASSERT_EQ(r->graph.config.host_sums.size(), r->graph.config.backward_packs.size());
+  EXPECT_NE(std::find(r->graph.config.host_sums.begin(), r->graph.config.host_sums.end(), true),
+            r->graph.config.host_sums.end());
+  EXPECT_TRUE(ValidateTaskGraph(*m, r->graph).ok());
+  // Plenty of memory: nothing is summed on the host.
+  o.device_memory = 64u << 20;
+  absl::StatusOr<SearchResult> roomy = SearchSchedule(*m, o);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  EXPECT_TRUE(roomy->graph.config.host_sums.empty());
+}
+
 // vDP is searched with the activations between a device's packs kept on it
 // and sent through the host; pinned, only that kind is planned. Where the
 // activations are large and the link slow, keeping them wins.

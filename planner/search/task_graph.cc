@@ -156,10 +156,18 @@ class Builder {
   }
 
   // Gradients to the update task; a fused task's forward also updated its
-  // buffers, which go with them when `buffers`.
+  // buffers, which go with them when `buffers`. A pack summed on the host
+  // (Config::host_sums) sends them after each microbatch but the last too.
   void GradientsOut(int task, int update, bool buffers) {
     Task& t = g_.tasks[task];
     const PackRange r = t.vlayers;
+    if (t.kind == TaskKind::kBackward && c_.HostSums(t.pack)) {
+      for (size_t i = 0; i + 1 < t.microbatches.size(); ++i) {
+        t.transfers.push_back({TransferKind::kGradientsOut, Channel::kHost, r,
+                               t.microbatches[i].index, -1, update,
+                               m_.GradientBytes(r.begin, r.end)});
+      }
+    }
     t.transfers.push_back({TransferKind::kGradientsOut, Channel::kHost, r, -1, -1, update,
                            m_.GradientBytes(r.begin, r.end) +
                                (buffers && t.fused_loss ? m_.UpdatedBufferBytes(r.begin, r.end)

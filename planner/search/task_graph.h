@@ -62,6 +62,18 @@ struct Config {
   // device; buffers still come from the host (a forward may be updating
   // device 0's). Device 0 keeps its copy until every peer has taken it.
   bool peer_weights = false;
+  // vPP: the backward packs whose gradients are summed on the host (true
+  // at a pack's index; empty: none). Such a pack's backward task sends its
+  // gradients out after every microbatch and frees them, so a microbatch's
+  // backward holds only its own fresh gradients, never those accumulated
+  // beside them: an embedding table's dense gradient needs 2x its table
+  // instead of 3x. The host sums them in microbatch order, as the device
+  // would (the same adds, bit for bit), at the cost of (U - 1) more copies
+  // of the pack's gradients over the link.
+  std::vector<bool> host_sums;
+  bool HostSums(int pack) const {
+    return pack >= 0 && pack < static_cast<int>(host_sums.size()) && host_sums[pack];
+  }
 };
 
 enum class TaskKind { kForward, kBackward, kUpdate };

@@ -291,6 +291,48 @@ TEST(TaskGraphTest, VdpPeerWeightsCrossTheHostLinkOnce) {
   EXPECT_FALSE(ValidateTaskGraph(*m, bad).ok());
 }
 
+// A pack summed on the host sends its gradients after every microbatch
+// (all but the last as transfers of that microbatch, the last with the
+// task's own); only in Harmony's vPP, and sized to the backward packs.
+TEST(TaskGraphTest, HostSummedPacksSendGradientsAfterEachMicrobatch) {
+  auto m = Model(12);
+  Config c = HandWorkedVpp();
+  c.minibatch = 6;  // 3 microbatches of 2.
+  c.host_sums = {false, true, false};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  int summed = 0;
+  for (const Task& t : g->tasks) {
+    if (t.kind != TaskKind::kBackward) continue;
+    std::vector<Transfer> out = Of(t, TransferKind::kGradientsOut);
+    if (t.pack != 1) {
+      ASSERT_EQ(out.size(), 1u) << "task " << t.id;
+      EXPECT_EQ(out[0].microbatch, -1);
+      continue;
+    }
+    ++summed;
+    ASSERT_EQ(out.size(), 3u) << "task " << t.id;
+    EXPECT_EQ(out[0].microbatch, 0);
+    EXPECT_EQ(out[1].microbatch, 1);
+    EXPECT_EQ(out[2].microbatch, -1);
+    for (const Transfer& x : out) {
+      EXPECT_EQ(x.bytes, m->GradientBytes(4, 8));
+      EXPECT_EQ(g->tasks[x.peer_task].kind, TaskKind::kUpdate);
+    }
+  }
+  EXPECT_EQ(summed, 1);
+
+  Config wrong = c;
+  wrong.host_sums = {true, false};
+  EXPECT_NE(BuildTaskGraph(*m, wrong).status().message().find("host sums are given for 2"),
+            std::string::npos);
+  wrong = c;
+  wrong.mode = Mode::kVdp;
+  EXPECT_NE(BuildTaskGraph(*m, wrong).status().message().find("only in Harmony's vPP"),
+            std::string::npos);
+}
+
 TEST(TaskGraphTest, ValidatorCatchesBrokenGraphs) {
   auto m = Model(12);
   TaskGraph good = *BuildTaskGraph(*m, HandWorkedVpp());

@@ -57,6 +57,16 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
   } else if (auto s = CheckCovers(c.forward_packs, 0, fused, "forward packs"); !s.ok()) {
     return s;
   }
+  if (!c.host_sums.empty()) {
+    if (c.host_sums.size() != c.backward_packs.size()) {
+      return Invalid(absl::StrCat("host sums are given for ", c.host_sums.size(),
+                                  " backward packs; there are ", c.backward_packs.size()));
+    }
+    const bool any = std::find(c.host_sums.begin(), c.host_sums.end(), true) != c.host_sums.end();
+    if (any && (c.mode != Mode::kVpp || c.schedule != Schedule::kHarmony)) {
+      return Invalid("gradients are summed on the host only in Harmony's vPP");
+    }
+  }
   if (c.mode == Mode::kVdp && c.minibatch < c.num_devices) {
     return Invalid(absl::StrCat("vDP needs at least one sample per device: minibatch ",
                                 c.minibatch, " for ", c.num_devices, " devices"));

@@ -268,6 +268,15 @@ class Sim {
         return after_all;
       };
       int last_compute = -1;
+      // A pack summed on the host sends its gradients out after each
+      // microbatch but the last (Config::host_sums).
+      bool host_summed = false;
+      if (t.kind == TaskKind::kBackward) {
+        for (const Transfer& x : t.transfers) {
+          host_summed = host_summed || (x.kind == TransferKind::kGradientsOut && x.microbatch >= 0);
+        }
+      }
+      int summed_out = -1;
       for (const Microbatch& mb : t.microbatches) {
         std::vector<int> inputs;
         uint64_t in_bytes = 0;
@@ -338,6 +347,8 @@ class Sim {
         const std::vector<int>& after = after_for(compute_waited);
         deps.insert(deps.end(), after.begin(), after.end());
         if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
+        // Summed on the host: the previous microbatch's gradients have left.
+        if (summed_out >= 0) deps.push_back(summed_out);
         const double seconds =
             t.kind == TaskKind::kForward
                 ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
@@ -379,11 +390,29 @@ class Sim {
           // went 1-10% over their planned peaks in 10 of 16 loaded test runs,
           // against none with this model. So a task's gradients are counted
           // from its start, with the transient of accumulating into them.)
-          working = m_.BackwardWorkingBytes(t.vlayers.begin, t.vlayers.end, u, false);
+          working = m_.BackwardWorkingBytes(t.vlayers.begin, t.vlayers.end, u, host_summed);
+          // Summed on the host, each microbatch makes its gradients as the
+          // first does; held below when the profile's first peaks do not.
+          if (host_summed && !m_.first_working_has_gradients()) {
+            working += m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
+          }
           const uint64_t targets = t.fused_loss ? m_.TargetBytes(u) : 0;
           working = working > targets ? working - targets : 0;
         }
         holds_.push_back({d, working, compute, compute});
+        if (host_summed) {
+          // This microbatch's gradients, from the end of its compute until
+          // they are on the host (the last microbatch's go with the task's
+          // gradients out, below); the next microbatch waits for them.
+          summed_out = -1;
+          for (const Transfer* x : Find(t, TransferKind::kGradientsOut, mb.index)) {
+            summed_out = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {compute},
+                             Name([&] { return absl::StrCat("gradients out ", label, " #",
+                                                            mb.index); }));
+            gradients_out[x->peer_task].push_back(summed_out);
+            holds_.push_back({d, x->bytes, compute, summed_out, -1, -1, true});
+          }
+        }
         // Outputs.
         uint64_t out_bytes = 0;
         int last_out = compute;
@@ -449,8 +478,16 @@ class Sim {
                            Name([&] { return absl::StrCat("gradients out ", label); }));
         gradients_out[x->peer_task].push_back(op);
         grads_free = op;
+        // Summed on the host, they leave on the compute thread: the device's
+        // next task starts once they are out.
+        if (host_summed) end_ops_[t.id].push_back(op);
       }
-      holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, position});
+      if (host_summed) {
+        // The last microbatch's, from the end of its compute.
+        holds_.push_back({d, grads, last_compute, grads_free, -1, -1, true});
+      } else {
+        holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, position});
+      }
     }
     // A reduction starts when every device has its gradients.
     for (const auto& [pack, ops] : reduce_waiting) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "planner/search/testing/fake_profile.h"
@@ -94,6 +95,48 @@ TEST(SimulatorTest, GradientsLeaveWhileTheNextPackComputes) {
   // Pack 1's gradients (1 MiB) are still on the device while pack 0's
   // weights and gradients are.
   EXPECT_GE(r->device_peak[0], static_cast<uint64_t>(3 * kMiB));
+}
+
+// Summed on the host (Config::host_sums), a pack's backward holds only one
+// microbatch's fresh gradients: an embedding-like profile (a fresh dense
+// gradient beside the accumulated one) peaks one pack's gradients lower,
+// sends them after every microbatch, and the next microbatch starts once
+// they are out.
+TEST(SimulatorTest, HostSumsSendEachMicrobatchsGradientsAndHoldLess) {
+  FakeProfileOptions o;
+  o.layers = 2;
+  o.dense_fresh_gradients = true;
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  Config c;
+  c.num_devices = 1;
+  c.device_memory = 1 << 30;
+  c.minibatch = 4;
+  c.prefetch = false;
+  c.forward_packs = {{0, 1}};
+  c.backward_packs = {{0, 1}, {1, 2}};
+  EXPECT_EQ(m->BackwardMemory(0, 1, 1), (3u << 20) + 4 * 1024);
+  EXPECT_EQ(m->BackwardMemory(0, 1, 1, /*host_sums=*/true), (2u << 20) + 4 * 1024);
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto device = Simulate(*m, *g, true);
+  ASSERT_TRUE(device.ok()) << device.status();
+  c.host_sums = {true, true};
+  auto hg = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(hg.ok()) << hg.status();
+  auto host = Simulate(*m, *hg, true);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(device->swap.gradients_out, 2u << 20);
+  EXPECT_EQ(host->swap.gradients_out, 8u << 20);  // 4 microbatches x 2 packs.
+  EXPECT_LE(host->device_peak[0] + (1u << 20), device->device_peak[0])
+      << host->device_peak[0] << " vs " << device->device_peak[0];
+  // One vLayer's weights and fresh gradients, and KiBs of activations.
+  EXPECT_LE(host->device_peak[0], (2u << 20) + 16 * 1024);
+  for (int mb = 0; mb < 3; ++mb) {
+    const TraceEvent& out = Event(*host, absl::StrCat("gradients out backward 0-0 #", mb));
+    const TraceEvent& next = Event(*host, absl::StrCat("backward 0-0 #", mb + 1));
+    EXPECT_GE(next.start_s, out.end_s - 1e-12) << mb;
+  }
+  EXPECT_GT(host->iteration_s, device->iteration_s);
 }
 
 // Across servers (issue 20): each update first sums its gradients over the

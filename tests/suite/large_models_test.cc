@@ -10,7 +10,8 @@
 //     each) read in a loop over a ModuleList: each table a vLayer, and the
 //     memory model of a table's backward (its weights, its accumulated
 //     gradient and the fresh dense gradient of the next microbatch) equal
-//     to what the runtime measures.
+//     to what the runtime measures; and on 2 devices of 3 tables' bytes,
+//     with the tables' gradients summed on the host, exactly as PyTorch.
 
 #include <string>
 #include <vector>
@@ -112,6 +113,63 @@ TEST(LargeModelsTest, RecommenderTablesAreVLayersAndTheirMemoryIsModelled) {
     EXPECT_NEAR(static_cast<double>(measured[d]), static_cast<double>(simulated[d]),
                 0.10 * static_cast<double>(simulated[d]));
   }
+}
+
+// Three tables of 7,680,000 bytes on 2 devices of exactly 3 tables' bytes:
+// a table's backward with its gradient summed on the device needs 3 tables
+// (weights, the sum, the next microbatch's fresh dense gradient), so the
+// plan sums the tables' gradients on the host after each microbatch (2
+// tables' bytes), and the result is PyTorch's bit for bit.
+TEST(LargeModelsTest, RecommenderTablesPlanOnThreeTablesBytesAndTrainExactly) {
+  const std::string model = "tests/suite/dlrm_large.pt";
+  const std::string data = "tests/suite/dlrm_large_data.pt";
+  const uint64_t cap = 3 * 7680000ull;
+  auto planned = RunCommand(absl::StrCat(
+      kPlan, " ", model, " --sample-input ", data, " --gpus 2 --device-memory ", cap,
+      "B --minibatch 16 --microbatch 4 -o ", Tmp("dlrm3.pb"), " --json ", Tmp("dlrm3.json")));
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_NE(planned.output.find("gradients summed on the host after each microbatch"),
+            std::string::npos)
+      << planned.output;
+  const nlohmann::json plan = ReadJson(Tmp("dlrm3.json"));
+  EXPECT_FALSE(plan["config"]["host_summed_packs"].empty()) << plan["config"].dump();
+  const std::vector<uint64_t> simulated = Peaks(plan["estimates"]["device_peak_bytes"]);
+  for (uint64_t peak : simulated) EXPECT_LE(peak, cap);
+
+  auto trained = RunCommand(absl::StrCat(
+      kExec, " run ", Tmp("dlrm3.pb"), " --model ", model, " --data ", data,
+      " --iterations 2 --lr 0.5 --threads-per-device 1 --devices cpu:2x", cap,
+      "B --metrics ", Tmp("dlrm3.metrics.json"), " --out ", Tmp("dlrm3_trained.pt")));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  absl::StatusOr<std::string> lines = common::ReadFileToString(Tmp("dlrm3.metrics.json"));
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+    const std::vector<uint64_t> peaks = Peaks(nlohmann::json::parse(line)["device_peak_bytes"]);
+    ASSERT_EQ(peaks.size(), simulated.size());
+    for (size_t d = 0; d < peaks.size(); ++d) {
+      SCOPED_TRACE(absl::StrCat("device ", d));
+      EXPECT_LE(peaks[d], cap);
+      EXPECT_NEAR(static_cast<double>(peaks[d]), static_cast<double>(simulated[d]),
+                  0.10 * static_cast<double>(simulated[d]));
+    }
+  }
+
+  // The plain PyTorch loop, two steps at the same learning rate: every
+  // weight bit for bit.
+  auto reference = RunCommand(absl::StrCat(
+      "/usr/bin/python3 tests/suite/reference_train.py ", model, " ", data, " ",
+      Tmp("dlrm3_ref.pt"), " --minibatch 16 --microbatch 4 --iterations 2 --lr 0.5 --threads 1"));
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  auto compared = RunCommand(absl::StrCat(
+      "/usr/bin/python3 -c \"import torch, sys\n"
+      "got = dict(torch.jit.load(sys.argv[1]).named_parameters())\n"
+      "want = torch.load(sys.argv[2])['weights']\n"
+      "assert set(got) == set(want), (sorted(got), sorted(want))\n"
+      "bad = [k for k in want if not torch.equal(got[k], want[k])]\n"
+      "print('compared', len(want), 'parameters; differ:', bad)\n"
+      "sys.exit(1 if bad else 0)\" ",
+      Tmp("dlrm3_trained.pt"), " ", Tmp("dlrm3_ref.pt")));
+  EXPECT_EQ(compared.exit_code, 0) << compared.output;
 }
 
 }  // namespace

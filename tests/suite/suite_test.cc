@@ -7,7 +7,8 @@
 // PyTorch loop (tests/suite/reference_train.py: torch.optim.SGD or Adam, the
 // same microbatches) and compared:
 //
-//   - on one device (SGD, and Adam), and in vPP and vDP on two (SGD), in
+//   - on one device (SGD, and Adam), and in vPP and vDP on two (SGD; vPP
+//     also with every pack's gradients summed on the host), in
 //     packs of one vLayer under a cap of the simulated peak + 30%: the step of
 //     the first iteration, each parameter's update against PyTorch's relative
 //     to the step's size (a dropped gradient shows however small the learning
@@ -121,7 +122,7 @@ struct Planned {
 // needed 22% more for shufflenet_v2's backward before profile and runtime
 // used the same count.
 Planned MakePlan(const proto::ProfileFile& profile, const planner::CostModel& cost, Mode mode,
-                 int devices, int microbatch) {
+                 int devices, int microbatch, bool host_sums = false) {
   const int layers = cost.num_layers();
   const int size = 1;
   Config c;
@@ -133,6 +134,7 @@ Planned MakePlan(const proto::ProfileFile& profile, const planner::CostModel& co
   c.backward_microbatch = microbatch;
   c.backward_packs = Chunks(0, layers, size);
   c.forward_packs = Chunks(0, c.backward_packs.back().begin, size);
+  if (host_sums) c.host_sums.assign(c.backward_packs.size(), true);
   absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(cost, c);
   EXPECT_TRUE(g.ok()) << g.status();
   absl::StatusOr<planner::SimResult> sim = planner::Simulate(cost, *g, false);
@@ -374,9 +376,13 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     int devices;
     int microbatch;
     bool adam;  // torch.optim.Adam, else SGD.
+    // Every pack's gradients summed on the host after each microbatch
+    // (Config::host_sums): the same adds in the same order, bit for bit.
+    bool host_sums = false;
   };
   std::vector<Run> runs = {Run{Mode::kVpp, 1, u, false}, Run{Mode::kVpp, 2, u, false},
-                           Run{Mode::kVdp, 2, u_vdp, false}};
+                           Run{Mode::kVdp, 2, u_vdp, false},
+                           Run{Mode::kVpp, 2, u, false, true}};
   // Adam where every sum runs in PyTorch's order (bit-identical). With a
   // tied weight, Adam turns the last-bit differences of gradients that are
   // zero but for rounding (attention's key bias) into whole steps.
@@ -384,11 +390,12 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   for (const Run& r : runs) {
     const std::string what =
         absl::StrCat(m.name, " ", r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.devices,
-                     " device(s), microbatch ", r.microbatch, r.adam ? ", Adam" : ", SGD");
+                     " device(s), microbatch ", r.microbatch, r.adam ? ", Adam" : ", SGD",
+                     r.host_sums ? ", gradients summed on the host" : "");
     SCOPED_TRACE(what);
     const Reference ref = ReadReference(training_refs.at({r.microbatch, r.adam}));
     ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kIterations));
-    const Planned p = MakePlan(*profile, c, r.mode, r.devices, r.microbatch);
+    const Planned p = MakePlan(*profile, c, r.mode, r.devices, r.microbatch, r.host_sums);
     // The plan swaps: where weights and gradients are most of the memory,
     // its peak is below what the whole model needs resident. (Not with 2
     // vLayers: the last pack's gradients may still be leaving while the

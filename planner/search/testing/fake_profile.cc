@@ -25,6 +25,7 @@ proto::ProfileFile MakeFakeProfile(const FakeProfileOptions& o) {
   p->set_optimizer("sgd");
   p->set_max_forward_microbatch(o.max_microbatch);
   p->set_max_backward_microbatch(o.max_microbatch);
+  p->set_backward_peak_with_gradients(o.dense_fresh_gradients);
   p->mutable_bandwidths()->set_host_to_device_bytes_per_s(o.bandwidth);
   p->mutable_bandwidths()->set_device_to_host_bytes_per_s(o.bandwidth);
   p->mutable_bandwidths()->set_host_link_all_devices_bytes_per_s(o.bandwidth);
@@ -58,6 +59,11 @@ proto::ProfileFile MakeFakeProfile(const FakeProfileOptions& o) {
       m->set_backward_time_s(o.forward_s_per_sample * u * o.backward_factor);
       m->set_forward_peak_bytes(o.parameter_bytes + 3 * a * u);
       m->set_backward_peak_bytes(2 * o.parameter_bytes + 4 * a * u);
+      if (o.dense_fresh_gradients) {
+        m->set_backward_peak_bytes(3 * o.parameter_bytes + 4 * a * u);
+        m->set_backward_first_peak_bytes(2 * o.parameter_bytes + 4 * a * u);
+        m->set_saved_bytes(a * u);
+      }
       Meta(m->add_inputs(), a, u);
       if (last && o.skip_from >= 0) Meta(m->add_inputs(), a, u);
       Meta(m->add_outputs(), last ? 4 : a, last ? 1 : u);

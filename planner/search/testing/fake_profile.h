@@ -25,6 +25,12 @@ struct FakeProfileOptions {
   // Layer `skip_from`'s output is also read by the last vLayer (a residual
   // or mask crossing several vLayers); -1 for a plain chain.
   int skip_from = -1;
+  // Backward peaks measured as an embedding table's are (with saved bytes
+  // and a task's first microbatch measured): autograd makes a fresh dense
+  // gradient beside the accumulated one, so backward = weights + 2 x
+  // gradients + 4 x activations, and a first microbatch's = weights +
+  // gradients + 4 x activations; saved = 1 x activations.
+  bool dense_fresh_gradients = false;
 };
 
 // A chain of identical vLayers (plus the optional skip). Peaks: forward =
