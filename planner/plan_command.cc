@@ -418,6 +418,44 @@ int PlanCommand(const Args& args) {
                : MakePlan(profile->profile, *options);
     if (tty) std::cerr << "\r\033[K";
   }
+  // A plan that fits only by summing some packs' gradients on the host
+  // (more bytes over the link) may be slower than one on vLayers cut finer:
+  // both are planned, the faster kept.
+  auto host_summed = [](const MadePlan& m) {
+    const std::vector<bool>& sums = m.result.graph.config.host_sums;
+    return std::find(sums.begin(), sums.end(), true) != sums.end();
+  };
+  if (made.ok() && host_summed(*made) && options->schedule == Schedule::kHarmony &&
+      f.profile_path.empty() && f.granularity == 0) {
+    uint64_t heaviest = 0;
+    for (const proto::VLayerProfile& v : profile->profile.profile().vlayers()) {
+      heaviest = std::max<uint64_t>(heaviest, v.parameter_bytes());
+    }
+    const uint64_t limit = std::min<uint64_t>(heaviest / 2, *memory / 4);
+    const int before = profile->profile.model().decomposition().vlayer_count();
+    absl::StatusOr<PlanProfile> finer =
+        limit == 0 ? absl::StatusOr<PlanProfile>(absl::CancelledError(""))
+                   : ObtainProfile(f, *memory, progress, tty, limit);
+    if (finer.ok() && !finer->no_fit_only &&
+        finer->profile.model().decomposition().vlayer_count() > before) {
+      absl::StatusOr<MadePlan> other = MakePlan(finer->profile, *options);
+      if (tty) std::cerr << "\r\033[K";
+      if (other.ok() && other->result.sim.fits) {
+        const bool better = other->result.sim.iteration_s < made->result.sim.iteration_s;
+        std::cerr << absl::StrFormat(
+            "harmony-plan: summing gradients on the host: %s per iteration with %d vLayers; "
+            "%d vLayers cut finer: %s; keeping the %s\n",
+            common::FormatTimeSpan(absl::Seconds(made->result.sim.iteration_s)), before,
+            finer->profile.model().decomposition().vlayer_count(),
+            common::FormatTimeSpan(absl::Seconds(other->result.sim.iteration_s)),
+            better ? "finer cuts" : "host sums");
+        if (better) {
+          profile = std::move(finer);
+          made = std::move(other);
+        }
+      }
+    }
+  }
   if (absl::IsResourceExhausted(made.status()) && options->schedule == Schedule::kHarmony) {
     return Fail(absl::ResourceExhaustedError(NoFitMessage(profile->profile, *options, tty)));
   }
