@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/denormals.h"
 #include "common/device_spec.h"
 #include "common/files.h"
 #include "common/json_config.h"
@@ -87,7 +88,7 @@ std::string Share(double part, double whole) {
 int Run(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
-  std::string checkpoint_dir, resume, store;
+  std::string checkpoint_dir, resume, store, flush_denormal;
   int rank = 0, world_size = 1;
   double world_timeout_s = 120;
   int64_t checkpoint_every = 0;
@@ -153,6 +154,9 @@ int Run(const std::vector<std::string>& args) {
        "(figures are labelled emulated)")
       ("ignore-memory-check",
        "run even on devices smaller than the plan's (may run out of memory)")
+      ("flush-denormal", po::value(&flush_denormal),
+       "on | off: denormal floats flushed to zero (FTZ/DAZ) on every thread that computes "
+       "or updates (default: as the plan was profiled)")
       ("threads-per-device", po::value(&threads)->default_value(0),
        "LibTorch intra-op threads each device computes on (0: the host's "
        "hardware threads divided among the plan's devices); a PyTorch loop "
@@ -207,6 +211,11 @@ int Run(const std::vector<std::string>& args) {
   options.shuffle = vm.count("shuffle") > 0;
   options.check_device_memory = vm.count("ignore-memory-check") == 0;
   options.threads = threads;
+  if (!flush_denormal.empty()) {
+    absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
+    if (!flush.ok()) return Fail(flush.status());
+    options.flush_denormal = *flush;
+  }
   options.trace = !trace_path.empty();
   if (!link_text.empty()) {
     auto bw = harmony::common::ParseBandwidth(link_text);
@@ -259,6 +268,23 @@ int Run(const std::vector<std::string>& args) {
               << " intra-op thread(s) per device, this run uses " << device_threads
               << " (--threads-per-device): its time estimates assume " << profiled_threads << "\n";
   }
+  // The profile's times hold for the CPU and the denormal policy it was
+  // measured under: a deep net's tiny gradients are ~100x slower to compute
+  // on some x86 cores when not flushed.
+  const bool flush = (*runtime)->flush_denormal();
+  const bool profiled_flush = plan->profile().has_flush_denormal() && plan->profile().flush_denormal();
+  if (flush != profiled_flush) {
+    std::cout << "warning: the plan was profiled with --flush-denormal "
+              << harmony::common::FlushDenormalName(profiled_flush) << ", this run computes with "
+              << harmony::common::FlushDenormalName(flush)
+              << ": its time estimates may not hold (denormal floats are slow on many x86 "
+                 "cores)\n";
+  }
+  const std::string cpu = harmony::common::CpuModelName();
+  if (!plan->profile().cpu_model().empty() && plan->profile().cpu_model() != cpu) {
+    std::cout << "note: the plan was profiled on " << plan->profile().cpu_model()
+              << ", this machine is " << cpu << ": its time estimates assume the former\n";
+  }
   auto training = harmony::common::LoadTrainingData(data);
   if (!training.ok()) return Fail(training.status());
   if (absl::Status s = (*runtime)->SetData(*std::move(training)); !s.ok()) return Fail(s);
@@ -275,7 +301,8 @@ int Run(const std::vector<std::string>& args) {
             << config.num_devices() << " of " << devices->ToString() << ", minibatch "
             << config.minibatch() << ", microbatch " << config.forward_microbatch() << "/"
             << config.backward_microbatch() << ", " << optimizer << emulated << ", "
-            << device_threads << " intra-op thread(s) per device\n"
+            << device_threads << " intra-op thread(s) per device, denormals "
+            << (flush ? "flushed to zero" : "computed") << "\n"
             << "host store: " << FormatBytes((*runtime)->host_store_bytes()) << " (optimizer state "
             << FormatBytes((*runtime)->optimizer_state_bytes())
             << (options.world.shard_optimizer_state

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/denormals.h"
 #include "common/files.h"
 #include "common/loss.h"
 #include "common/plan_file.h"
@@ -90,7 +91,8 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 struct PlanFlags {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
-      host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us";
+      host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us",
+      flush_denormal = "on";
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
   double tolerance = 0.05, reserve = 0.1;
@@ -167,6 +169,9 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "intra-op threads each device computes on when profiling, as "
        "harmony-exec's flag (0: the host's hardware threads divided among the "
        "devices)")
+      ("flush-denormal", po::value(&f->flush_denormal)->default_value(f->flush_denormal),
+       "on | off: denormal floats flushed to zero (FTZ/DAZ) when profiling; recorded in "
+       "the plan, and harmony-exec computes so too (see the README's \"Denormal numbers\")")
       ("optimizer", po::value(&f->optimizer)->default_value(f->optimizer),
        "sgd | adam | adamw, when profiling")
       ("loss", po::value(&f->loss)->default_value(f->loss),
@@ -245,6 +250,7 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   options.granularity = f.granularity;
   options.max_vlayer_weight_bytes = max_vlayer_weight_bytes;
   options.threads_per_device = f.threads_per_device;
+  HARMONY_ASSIGN_OR_RETURN(options.flush_denormal, common::ParseFlushDenormal(f.flush_denormal));
   options.optimizer = f.optimizer;
   HARMONY_ASSIGN_OR_RETURN(options.loss, common::ParseLossKind(f.loss));
   options.loss_output = f.loss_output;

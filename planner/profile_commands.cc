@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/denormals.h"
 #include "common/decomposer.h"
 #include "common/device_spec.h"
 #include "common/loss.h"
@@ -28,7 +29,8 @@ namespace harmony::planner::cli {
 namespace po = boost::program_options;
 
 int ProfileCommand(const std::vector<std::string>& args) {
-  std::string model, sample_path, devices = "cpu:2x512MiB", out, loss = "auto";
+  std::string model, sample_path, devices = "cpu:2x512MiB", out, loss = "auto",
+              flush_denormal = "on";
   harmony::planner::ProfilerOptions options;
   po::options_description flags(
       "Usage: harmony-plan profile MODEL.pt --sample-input x.pt [flags]\n\n"
@@ -60,6 +62,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("threads-per-device", po::value(&options.threads_per_device)->default_value(0),
        "intra-op threads each device computes on, as harmony-exec's flag (0: the "
        "host's hardware threads divided among the devices)")
+      ("flush-denormal", po::value(&flush_denormal)->default_value(flush_denormal),
+       "on | off: denormal floats flushed to zero (FTZ/DAZ) on every thread that "
+       "computes, as harmony-exec will")
       ("profile-out", po::value(&out), "write the profile here (JSON)");
   // clang-format on
   po::variables_map vm;
@@ -72,6 +77,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       harmony::common::ParseDeviceSpec(devices);
   if (!spec.ok()) return Fail(spec.status());
   options.devices = *spec;
+  absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
+  if (!flush.ok()) return Fail(flush.status());
+  options.flush_denormal = *flush;
   absl::StatusOr<harmony::common::LossKind> loss_kind =
       harmony::common::ParseLossKind(loss);
   if (!loss_kind.ok()) return Fail(loss_kind.status());

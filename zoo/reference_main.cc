@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 #include <torch/script.h>
 
+#include "common/denormals.h"
 #include "common/files.h"
 #include "common/tensor_file.h"
 #include "common/torch_status.h"
@@ -61,7 +62,7 @@ absl::Status Run(const std::string& model_path, const std::string& data_path,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, data_path, out_path, loss = "auto";
+  std::string model_path, data_path, out_path, loss = "auto", flush_denormal = "on";
   int threads = 0;
   harmony::zoo::ReferenceTrainingOptions options;
   po::options_description flags(
@@ -97,6 +98,8 @@ int main(int argc, char** argv) {
        "LibTorch intra-op threads (0: LibTorch's default, as PyTorch's); some "
        "kernels round differently at another count: to compare with harmony-exec "
        "bit for bit, pass the threads per device it prints")
+      ("flush-denormal", po::value(&flush_denormal)->default_value(flush_denormal),
+       "on | off: denormal floats flushed to zero (FTZ/DAZ), as harmony-exec's flag")
       ("out", po::value(&out_path), "write the trained model here");
   // clang-format on
   po::options_description all;
@@ -132,6 +135,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.loss = *loss_kind;
+  absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
+  if (!flush.ok()) {
+    std::cerr << "harmony-train-reference: " << flush.status().message() << "\n";
+    return 2;
+  }
+  // Before any computation: the intra-op threads inherit it.
+  harmony::common::ApplyFlushDenormal(*flush);
   if (threads < 0) {
     std::cerr << "harmony-train-reference: --threads must be 0 or more\n";
     return 2;

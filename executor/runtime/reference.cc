@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
+#include "common/denormals.h"
 #include "common/intra_op_threads.h"
 #include "common/loss.h"
 #include "common/model_output.h"
@@ -68,6 +69,8 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
   HARMONY_ASSIGN_OR_RETURN(const int threads,
                            common::ThreadsPerDevice(options.threads, graph.config.num_devices));
   common::ScopedIntraOpThreads on_device_threads(threads);
+  common::ScopedFlushDenormal denormals(options.flush_denormal.value_or(
+      plan.profile().has_flush_denormal() && plan.profile().flush_denormal()));
   // The plan's microbatches: those of the last backward pack's tasks.
   std::set<std::pair<int, int>> microbatches;
   const int last = static_cast<int>(graph.config.backward_packs.size()) - 1;

@@ -18,6 +18,7 @@
 #define HARMONY_EXECUTOR_RUNTIME_REFERENCE_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <torch/csrc/jit/api/module.h>
@@ -44,6 +45,9 @@ struct ReferenceOptions {
   // Intra-op threads, as RuntimeOptions::threads (0: the runtime's default
   // for the plan's device count).
   int threads = 0;
+  // Denormal floats flushed to zero, as RuntimeOptions::flush_denormal
+  // (unset: as the plan's profile was measured).
+  std::optional<bool> flush_denormal;
 };
 
 // Trains `model` (loaded from the plan's model file, in training mode) on

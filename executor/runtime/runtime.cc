@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/denormals.h"
 #include "common/decomposer.h"
 #include "common/files.h"
 #include "common/intra_op_threads.h"
@@ -111,6 +112,7 @@ Runtime::~Runtime() = default;
 int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
 int Runtime::threads_per_device() const { return impl_->threads_per_device; }
+bool Runtime::flush_denormal() const { return impl_->flush_denormal; }
 
 std::vector<uint64_t> Runtime::device_bytes_in_use() const {
   std::vector<uint64_t> used;
@@ -132,6 +134,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   const planner::Config& config = impl->graph.config;
   impl->minibatch = config.minibatch;
 
+  // The denormal policy, set before the devices' copy threads start (they
+  // inherit it: the copy-out sums gradients on the host).
+  impl->flush_denormal = options.flush_denormal.value_or(
+      plan.profile().has_flush_denormal() && plan.profile().flush_denormal());
+  common::ApplyFlushDenormal(impl->flush_denormal);
   // The devices.
   HARMONY_ASSIGN_OR_RETURN(impl->devices, CreateDevices(options.devices, config.num_devices));
   for (const auto& dev : impl->devices) {
@@ -337,6 +344,8 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   Impl& m = *impl_;
   if (m.data.inputs.empty()) return absl::FailedPreconditionError("no training data (SetData)");
   const Clock::time_point start = Clock::now();
+  // This thread runs the updates, and starts the devices' threads.
+  common::ApplyFlushDenormal(m.flush_denormal);
   HARMONY_RETURN_IF_ERROR(CallTorch("minibatch", [&] { m.NextMinibatch(); }));
   m.error = absl::OkStatus();
   m.done.assign(m.graph.tasks.size(), false);

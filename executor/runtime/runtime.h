@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,11 @@ struct RuntimeOptions {
   // loop Harmony's results are compared with bit for bit must compute on
   // threads_per_device() threads (torch.set_num_threads in Python).
   int threads = 0;
+  // Denormal floats flushed to zero (FTZ/DAZ) on every thread that computes
+  // or updates (common/denormals.h); unset: as the plan's profile was
+  // measured (off for profiles made before the policy existed). A loop
+  // compared bit for bit must compute under the same policy.
+  std::optional<bool> flush_denormal;
   // Data parallel across servers (issue 20): this server is rank
   // world.rank of world.size. The global minibatch is world.size x the
   // plan's, split by rank in a fixed order (rank r takes the r-th slice), and
@@ -127,6 +133,8 @@ class Runtime {
 
   // Intra-op threads each device computes on (RuntimeOptions::threads).
   int threads_per_device() const;
+  // The denormal policy it computes under (RuntimeOptions::flush_denormal).
+  bool flush_denormal() const;
 
   // The host's master copy of a parameter or buffer, by qualified name.
   absl::StatusOr<at::Tensor> HostTensor(const std::string& name) const;

@@ -60,6 +60,7 @@ struct Runtime::Impl {
 
   RuntimeOptions options;
   int threads_per_device = 1;  // Intra-op threads of each device's compute thread.
+  bool flush_denormal = false;  // RuntimeOptions::flush_denormal, resolved.
   proto::Plan plan;
   TaskGraph graph;
   torch::jit::Module model;

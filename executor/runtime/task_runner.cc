@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/denormals.h"
 #include "common/intra_op_threads.h"
 #include "common/status.h"
 #include "common/torch_status.h"
@@ -564,6 +565,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
   Device& dev = *devices[d];
   dev.StartCompute();
   common::SetCallingThreadIntraOpThreads(threads_per_device);
+  common::ApplyFlushDenormal(flush_denormal);
   std::vector<int> list = graph.DeviceTasks(d);
   std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
   std::map<int, std::future<WeightsResult>> prefetched;

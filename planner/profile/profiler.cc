@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/decomposer.h"
+#include "common/denormals.h"
 #include "common/device_memory.h"
 #include "common/files.h"
 #include "common/intra_op_threads.h"
@@ -169,6 +170,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   HARMONY_ASSIGN_OR_RETURN(const int threads, common::ThreadsPerDevice(options.threads_per_device,
                                                                        options.devices.count));
   common::ScopedIntraOpThreads on_device_threads(threads);
+  // The runtime's denormal policy, here and on every thread started below.
+  common::ScopedFlushDenormal denormals(options.flush_denormal);
   common::InstallDeviceMemoryAccounting();
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
@@ -282,6 +285,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   profile->set_optimizer(options.optimizer);
   profile->set_repeats(options.repeats);
   profile->set_backward_peak_with_gradients(true);
+  profile->set_flush_denormal(options.flush_denormal);
+  profile->set_cpu_model(common::CpuModelName());
   for (int k = 0; k < n; ++k) {
     proto::VLayerProfile* v = profile->add_vlayers();
     v->set_vlayer(k);

@@ -27,6 +27,7 @@
 #include "common/device_spec.h"
 #include "common/loss.h"
 #include "common/tensor_file.h"
+#include "common/denormals.h"
 #include "planner/profile/machine.h"
 #include "proto/plan.pb.h"
 
@@ -54,6 +55,9 @@ struct ProfilerOptions {
   // (0: the host's hardware threads divided among the devices). Every
   // vLayer is timed on this many, as the runtime will compute it.
   int threads_per_device = 0;
+  // Denormal floats flushed to zero on every thread that computes
+  // (common/denormals.h), as the runtime will; recorded in the profile.
+  bool flush_denormal = common::kDefaultFlushDenormal;
   // Timed runs per measurement; the median is kept (the mean for the
   // times taken in turn). Each vLayer is warmed up once, before its first
   // measurement.

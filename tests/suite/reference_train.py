@@ -4,7 +4,8 @@ model, torch.optim, gradient accumulation over microbatches.
 
     /usr/bin/python3 tests/suite/reference_train.py MODEL.pt DATA.pt OUT.pt \
         --minibatch 8 --microbatch 2 --iterations 3 --optimizer sgd --lr 0.1 \
-        [--momentum 0.9] [--loss auto|cross-entropy|mse] [--loss-output SEL]
+        [--momentum 0.9] [--loss auto|cross-entropy|mse] [--loss-output SEL] \
+        [--flush-denormal on|off]
     /usr/bin/python3 tests/suite/reference_train.py --jobs runs.json
 (several runs in one process; each a JSON object with the same fields)
 
@@ -78,6 +79,7 @@ def as_list(value, arguments):
 
 def train(a):
     """One run: `a` has the flags' fields. Writes a.out."""
+    torch.set_flush_denormal(a.flush_denormal == "on")
     model = torch.jit.load(a.model)
     model.train()
     arguments = [x.name for x in model.forward.schema.arguments[1:]]
@@ -134,6 +136,10 @@ def main():
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--loss", choices=["auto", "cross-entropy", "mse"], default="auto")
     p.add_argument("--loss-output", default="")
+    p.add_argument("--flush-denormal", choices=["on", "off"], default="on",
+                   help="torch.set_flush_denormal, as Harmony's --flush-denormal "
+                   "(set before any computation, so that the intra-op threads "
+                   "inherit it)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch.set_num_threads (0: PyTorch's default)")
     p.add_argument("--jobs", help="a JSON list of runs, each an object with the "
@@ -145,6 +151,9 @@ def main():
     # Harmony's bit for bit computes on its devices' count.
     if a.threads:
         torch.set_num_threads(a.threads)
+    # Before any computation: LibTorch's OpenMP threads inherit it when they
+    # start (a job's own --flush-denormal reaches only this thread after).
+    torch.set_flush_denormal(a.flush_denormal == "on")
     if a.jobs:
         with open(a.jobs) as f:
             for job in json.load(f):
