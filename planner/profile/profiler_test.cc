@@ -152,7 +152,14 @@ TEST(ProfilerTest, ProbingFindsTheLargestMicrobatchThatFits) {
   bool largest_profiled = false;
   for (const proto::VLayerProfile& v : p.vlayers()) {
     for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
-      if (m.backward_fits()) EXPECT_LE(m.backward_peak_bytes(), 3ull << 20);
+      // Fitting means fitting as a task's first microbatch at least (with
+      // the gradients summed on the host after each one); the peak beside
+      // accumulated gradients is then measured without the cap.
+      if (m.backward_fits()) {
+        const uint64_t first = m.backward_first_peak_bytes() > 0 ? m.backward_first_peak_bytes()
+                                                                 : m.backward_peak_bytes();
+        EXPECT_LE(std::min(first, m.backward_peak_bytes()), 3ull << 20);
+      }
       // Every vLayer fits at every size up to the model's largest.
       if (m.size() <= bwd) EXPECT_TRUE(m.backward_fits()) << m.size();
       if (m.size() == bwd) largest_profiled = true;
