@@ -366,6 +366,16 @@ void PrintPlan(const PlanFlags& f, const MadePlan& made) {
   std::cout << "\n";
 }
 
+// The weight bytes above which a vLayer is cut inside when profiling again
+// with finer cuts: half the heaviest vLayer's, at most a quarter of a device.
+uint64_t FinerCutLimit(const proto::ProfileFile& profile, uint64_t memory) {
+  uint64_t heaviest = 0;
+  for (const proto::VLayerProfile& v : profile.profile().vlayers()) {
+    heaviest = std::max<uint64_t>(heaviest, v.parameter_bytes());
+  }
+  return std::min<uint64_t>(heaviest / 2, memory / 4);
+}
+
 }  // namespace
 
 int PlanCommand(const Args& args) {
@@ -402,11 +412,7 @@ int PlanCommand(const Args& args) {
                       options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
                       f.granularity == 0;
        ++round) {
-    uint64_t heaviest = 0;
-    for (const proto::VLayerProfile& v : profile->profile.profile().vlayers()) {
-      heaviest = std::max<uint64_t>(heaviest, v.parameter_bytes());
-    }
-    const uint64_t limit = std::min<uint64_t>(heaviest / 2, *memory / 4);
+    const uint64_t limit = FinerCutLimit(profile->profile, *memory);
     if (limit == 0) break;
     const int before = profile->profile.model().decomposition().vlayer_count();
     std::cerr << "harmony-plan: no schedule fits " << f.gpus << " device(s) of "
@@ -433,11 +439,7 @@ int PlanCommand(const Args& args) {
   };
   if (made.ok() && host_summed(*made) && options->schedule == Schedule::kHarmony &&
       f.profile_path.empty() && f.granularity == 0) {
-    uint64_t heaviest = 0;
-    for (const proto::VLayerProfile& v : profile->profile.profile().vlayers()) {
-      heaviest = std::max<uint64_t>(heaviest, v.parameter_bytes());
-    }
-    const uint64_t limit = std::min<uint64_t>(heaviest / 2, *memory / 4);
+    const uint64_t limit = FinerCutLimit(profile->profile, *memory);
     const int before = profile->profile.model().decomposition().vlayer_count();
     absl::StatusOr<PlanProfile> finer =
         limit == 0 ? absl::StatusOr<PlanProfile>(absl::CancelledError(""))

@@ -538,10 +538,7 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
   // A pack summed on the host sends its last microbatch's gradients on this
   // thread too, as it sent the others: the plan has the device's next task
   // start once they are out, not beside them.
-  const bool host_summed = std::any_of(t.transfers.begin(), t.transfers.end(), [](const Transfer& x) {
-    return x.kind == TransferKind::kGradientsOut && x.microbatch >= 0;
-  });
-  if (host_summed) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
+  if (planner::SumsGradientsOnHost(t)) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
   // The gradients go to the host on the copy-out stream, which holds them
   // on the device until they are there.
   devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {

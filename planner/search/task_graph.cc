@@ -520,6 +520,13 @@ absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& r
   return g;
 }
 
+bool SumsGradientsOnHost(const Task& t) {
+  return t.kind == TaskKind::kBackward &&
+         std::any_of(t.transfers.begin(), t.transfers.end(), [](const Transfer& x) {
+           return x.kind == TransferKind::kGradientsOut && x.microbatch >= 0;
+         });
+}
+
 std::string TaskKindName(TaskKind kind) {
   switch (kind) {
     case TaskKind::kForward: return "forward";

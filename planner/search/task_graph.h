@@ -151,6 +151,10 @@ absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& c
 // dependencies point backwards. InvalidArgument naming the first problem.
 absl::Status ValidateTaskGraph(const CostModel& model, const TaskGraph& graph);
 
+// Whether backward task `t` sums its gradients on the host (a pack of
+// Config::host_sums): it has GRADIENTS_OUT transfers of single microbatches.
+bool SumsGradientsOnHost(const Task& t);
+
 std::string TaskKindName(TaskKind kind);
 std::string TransferKindName(TransferKind kind);
 std::string ModeName(Mode mode);

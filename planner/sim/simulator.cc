@@ -270,12 +270,7 @@ class Sim {
       int last_compute = -1;
       // A pack summed on the host sends its gradients out after each
       // microbatch but the last (Config::host_sums).
-      bool host_summed = false;
-      if (t.kind == TaskKind::kBackward) {
-        for (const Transfer& x : t.transfers) {
-          host_summed = host_summed || (x.kind == TransferKind::kGradientsOut && x.microbatch >= 0);
-        }
-      }
+      const bool host_summed = SumsGradientsOnHost(t);
       int summed_out = -1;
       for (const Microbatch& mb : t.microbatches) {
         std::vector<int> inputs;
