@@ -99,6 +99,7 @@ absl::Status RunChain(Context& c, const TrainingData& sample, int64_t u) {
   c.model_args.assign(inputs.begin(), inputs.end());
   if (c.takes_targets) c.model_args.insert(c.model_args.end(), c.targets.begin(), c.targets.end());
   c.outputs.assign(c.d->num_vlayers(), {});
+  c.output_grads.clear();
   c10::NoGradGuard no_grad;
   for (int k = 0; k < c.d->num_vlayers(); ++k) {
     absl::StatusOr<std::vector<c10::IValue>> out =
@@ -310,6 +311,9 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   // Profiles every vLayer at u; returns whether all forwards / backwards fit.
   auto profile_size = [&](int64_t u, bool* fwd_fit, bool* bwd_fit) -> absl::Status {
     HARMONY_RETURN_IF_ERROR(RunChain(c, sample, u));
+    // Backwards are timed on the model's own gradients (not on ones, which
+    // hide the slow paths of denormal numbers).
+    HARMONY_RETURN_IF_ERROR(timing::OutputGradients(c));
     *fwd_fit = true;
     *bwd_fit = true;
     std::vector<proto::MicrobatchProfile> rows(n);

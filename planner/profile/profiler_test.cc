@@ -4,10 +4,14 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <torch/script.h>
 
+#include "common/decomposer.h"
 #include "common/files.h"
+#include "common/loss.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "planner/profile/vlayer_timing.h"
 #include "zoo/zoo.h"
 
 namespace harmony::planner {
@@ -269,6 +273,70 @@ TEST(ProfilerTest, ProfileFileRoundTripAndSynthesis) {
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("bad.json"), "{\"nope\": 1}").ok());
   EXPECT_EQ(ReadProfileFile(Tmp("bad.json")).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+
+// Backwards are timed on the model's own gradients: OutputGradients, a
+// vLayer at a time in reverse, gives each vLayer's outputs the gradient the
+// whole model's backward gives them (a chain of vLayers: bit for bit).
+TEST(ProfilerTest, BackwardsAreTimedOnTheModelsOwnGradients) {
+  const std::string path = Tmp("vgg_grads.pt");
+  common::TrainingData sample = WriteZoo("vgg", path, 4);
+  torch::jit::Module model = torch::jit::load(path);
+  common::DecomposeOptions decompose;
+  decompose.granularity = 6;
+  absl::StatusOr<std::unique_ptr<common::Decomposition>> d =
+      common::Decomposition::Create(model, decompose);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const int n = (*d)->num_vlayers();
+  ASSERT_GE(n, 3);
+  timing::Context c;
+  c.d = d->get();
+  c.params.resize(n);
+  c.buffers.resize(n);
+  for (int k = 0; k < n; ++k) {
+    c.params[k] = *common::ResolveTensors(model, (*d)->vlayers()[k].parameters);
+    c.buffers[k] = *common::ResolveTensors(model, (*d)->vlayers()[k].buffers);
+  }
+  c.model_args.assign(sample.inputs.begin(), sample.inputs.end());
+  c.targets = sample.targets;
+  c.outputs.assign(n, {});
+  {
+    c10::NoGradGuard no_grad;
+    for (int k = 0; k < n; ++k) c.outputs[k] = *(*d)->Run(k, c.params[k], c.buffers[k], c.InputsOf(k));
+  }
+  // The classifier's dropout draws the same masks (the only random op).
+  at::manual_seed(7);
+  ASSERT_TRUE(timing::OutputGradients(c).ok());
+
+  // The whole model's backward, each vLayer's outputs kept.
+  timing::Context whole = c;
+  at::manual_seed(7);
+  for (int k = 0; k < n; ++k) {
+    std::vector<c10::IValue> out = *(*d)->Run(k, c.params[k], c.buffers[k], whole.InputsOf(k));
+    for (c10::IValue& v : out) {
+      if (v.isTensor() && v.toTensor().requires_grad()) v.toTensor().retain_grad();
+    }
+    whole.outputs[k] = out;
+  }
+  at::Tensor loss = *common::LossFromOutput(whole.outputs[n - 1][0].toTensor(), c.targets, false,
+                                            common::LossKind::kAuto);
+  loss.backward();
+  for (const torch::autograd::Variable& p : model.parameters()) p.mutable_grad() = at::Tensor();
+  int compared = 0;
+  for (int k = 0; k + 1 < n; ++k) {
+    ASSERT_EQ(c.output_grads[k].size(), whole.outputs[k].size());
+    for (size_t o = 0; o < whole.outputs[k].size(); ++o) {
+      if (!whole.outputs[k][o].isTensor()) continue;
+      const at::Tensor& g = whole.outputs[k][o].toTensor().grad();
+      ASSERT_EQ(g.defined(), c.output_grads[k][o].defined()) << "vLayer " << k << " output " << o;
+      if (!g.defined()) continue;
+      EXPECT_TRUE(at::equal(g, c.output_grads[k][o])) << "vLayer " << k << " output " << o;
+      EXPECT_FALSE(at::equal(g, at::ones_like(g)));
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, n - 1);
 }
 
 }  // namespace

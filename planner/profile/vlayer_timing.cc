@@ -57,6 +57,7 @@ at::Tensor OnDevice(const at::Tensor& t, bool requires_grad) {
 // the backward adds into them), its inputs and the targets.
 struct Prepared {
   std::vector<at::Tensor> params, buffers, targets;
+  std::vector<at::Tensor> output_grads;  // A backward's, from c.output_grads.
   std::vector<c10::IValue> inputs;
   std::vector<c10::IValue> outputs;  // Set by Execute.
 };
@@ -71,6 +72,11 @@ Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
     if (v.isTensor()) v = OnDevice(v.toTensor(), backward);
   }
   for (const at::Tensor& t : c.targets) p.targets.push_back(OnDevice(t, false));
+  if (backward && !c.output_grads.empty()) {
+    for (const at::Tensor& g : c.output_grads.at(k)) {
+      p.output_grads.push_back(g.defined() ? OnDevice(g, false) : at::Tensor());
+    }
+  }
   if (backward && with_gradients) {
     for (at::Tensor& t : p.params) {
       if (t.requires_grad()) t.mutable_grad() = at::zeros_like(t);
@@ -109,10 +115,16 @@ double Execute(const Context& c, int k, bool backward, Prepared& p,
       roots.push_back(*loss);
       grads.push_back(at::ones_like(*loss));
     } else {
-      for (const c10::IValue& v : *out) {
+      for (size_t o = 0; o < out->size(); ++o) {
+        const c10::IValue& v = (*out)[o];
         if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
-        roots.push_back(v.toTensor());
-        grads.push_back(at::ones_like(v.toTensor()));
+        if (p.output_grads.empty()) {
+          roots.push_back(v.toTensor());
+          grads.push_back(at::ones_like(v.toTensor()));
+        } else if (o < p.output_grads.size() && p.output_grads[o].defined()) {
+          roots.push_back(v.toTensor());  // As the runtime: only what gets a gradient.
+          grads.push_back(p.output_grads[o]);
+        }
       }
     }
     if (!roots.empty()) torch::autograd::backward(roots, grads);
@@ -127,6 +139,66 @@ double Execute(const Context& c, int k, bool backward, Prepared& p,
 // fresh allocation of a large activation costs page faults the runtime
 // does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
 }  // namespace
+
+absl::Status OutputGradients(Context& c) {
+  const int n = c.d->num_vlayers();
+  if (static_cast<int>(c.outputs.size()) != n) {
+    return absl::InternalError("OutputGradients: the forward chain has not run");
+  }
+  c.output_grads.assign(n, {});
+  for (int k = 0; k < n; ++k) c.output_grads[k].resize(c.outputs[k].size());
+  return common::CallTorch("the backward of the sample input", [&] {
+    c10::AutoGradMode grad_mode(true);
+    for (int k = n - 1; k >= 0; --k) {
+      const std::vector<common::ValueSource>& sources = c.d->vlayers()[k].inputs;
+      std::vector<c10::IValue> inputs = c.InputsOf(k);
+      std::vector<at::Tensor> leaves;
+      std::vector<int> leaf_of;  // Index into `sources` of each leaf.
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (sources[i].producer < 0 || !inputs[i].isTensor() ||
+            !at::isFloatingType(inputs[i].toTensor().scalar_type())) {
+          continue;
+        }
+        at::Tensor leaf = inputs[i].toTensor().detach().requires_grad_(true);
+        inputs[i] = leaf;
+        leaves.push_back(leaf);
+        leaf_of.push_back(static_cast<int>(i));
+      }
+      if (leaves.empty()) continue;  // Nothing earlier needs a gradient.
+      std::vector<at::Tensor> buffers;
+      for (const at::Tensor& b : c.buffers[k]) buffers.push_back(b.detach().clone());
+      absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, c.params[k], buffers, inputs);
+      if (!out.ok()) throw std::runtime_error(std::string(out.status().message()));
+      std::vector<at::Tensor> roots, grads;
+      if (k == n - 1) {
+        absl::StatusOr<at::Tensor> loss =
+            common::LossFromOutput(out->at(0).toTensor(), c.targets, c.takes_targets, c.loss);
+        if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
+        roots.push_back(*loss);
+        grads.push_back(at::ones_like(*loss));
+      } else {
+        for (size_t o = 0; o < out->size() && o < c.output_grads[k].size(); ++o) {
+          const c10::IValue& v = (*out)[o];
+          if (!v.isTensor() || !v.toTensor().requires_grad() || !c.output_grads[k][o].defined()) {
+            continue;
+          }
+          roots.push_back(v.toTensor());
+          grads.push_back(c.output_grads[k][o]);
+        }
+      }
+      if (roots.empty()) continue;
+      std::vector<at::Tensor> in_grads = torch::autograd::grad(
+          roots, leaves, grads, /*retain_graph=*/false, /*create_graph=*/false,
+          /*allow_unused=*/true);
+      for (size_t l = 0; l < leaves.size(); ++l) {
+        if (!in_grads[l].defined()) continue;
+        const common::ValueSource& s = sources[leaf_of[l]];
+        at::Tensor& acc = c.output_grads[s.producer].at(s.index);
+        acc = acc.defined() ? acc + in_grads[l] : in_grads[l];
+      }
+    }
+  });
+}
 
 absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int64_t u,
                                     bool with_gradients, DeviceMemory* device) {

@@ -43,10 +43,24 @@ struct Context {
   bool takes_targets = false;
   common::LossKind loss = common::LossKind::kAuto;
   std::vector<std::vector<c10::IValue>> outputs;  // Of the forward chain.
+  // The loss's gradient with respect to each output of each vLayer (an
+  // undefined tensor where the loss does not depend on it), set by
+  // OutputGradients; a backward is timed on them. Empty: on ones.
+  std::vector<std::vector<at::Tensor>> output_grads;
   uint64_t capacity = 0;
 
   std::vector<c10::IValue> InputsOf(int k) const;
 };
+
+// Fills c.output_grads from c.outputs: the backward of the whole model at
+// the context's microbatch (its loss unscaled), a vLayer at a time in
+// reverse, each recomputed from its inputs, so that each vLayer's backward
+// is timed on the values the runtime's will see. Ones hide slow paths: a
+// deep plain conv stack's real gradients go denormal, which many x86 cores
+// compute ~100x slower when denormals are not flushed (see
+// common/denormals.h). Buffers (BatchNorm statistics) are left as they
+// were.
+absl::Status OutputGradients(Context& c);
 
 // One run of vLayer k's forward (or recompute + backward) with its weights
 // and inputs copied onto `device` (a fresh one of the context's capacity
