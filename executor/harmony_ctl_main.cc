@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/denormals.h"
 #include "common/files.h"
 #include "common/json_config.h"
 #include "common/units.h"
@@ -213,7 +214,7 @@ std::string AbsolutePath(const std::string& path) {
 int Submit(const std::vector<std::string>& args) {
   Common common;
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
-      resume, world_list;
+      resume, world_list, flush_denormal;
   double world_timeout = 60;
   bool shard = false;
   int64_t iterations = 0, checkpoint_interval = 0, keep_checkpoints = 2;
@@ -241,6 +242,9 @@ int Submit(const std::vector<std::string>& args) {
       ("beta2", po::value(&beta2), "Adam beta2 (default 0.999)")
       ("eps", po::value(&eps), "Adam epsilon (default 1e-8)")
       ("seed", po::value(&seed), "shuffle the samples with this seed (default 0: in order)")
+      ("flush-denormal", po::value(&flush_denormal),
+       "on | off: denormal floats flushed to zero on every thread that computes (default: "
+       "as the plan was profiled; see the README's \"Denormal numbers\")")
       ("out", po::value(&out), "write the trained model here (TorchScript)")
       ("checkpoint-interval", po::value(&checkpoint_interval),
        "a checkpoint every N iterations, at the end and on cancel (default 0: none); "
@@ -292,6 +296,7 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("beta2", &beta2);
     config->Get("eps", &eps);
     config->Get("seed", &seed);
+    config->Get("flush_denormal", &flush_denormal);
     config->GetPath("out", &out);
     config->Get("checkpoint_interval", &checkpoint_interval);
     config->Get("checkpoint_minutes", &checkpoint_minutes);
@@ -362,6 +367,11 @@ int Submit(const std::vector<std::string>& args) {
   request.set_submission_id(submission_id);
   request.set_seed(seed);
   request.set_name(name);
+  if (!flush_denormal.empty()) {
+    absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
+    if (!flush.ok()) return Fail(flush.status());
+    request.set_flush_denormal(*flush);
+  }
 
   if (!world_list.empty()) {
     auto options = ClientOptionsOf(common);

@@ -31,6 +31,7 @@
 #include "executor/dist/collective.h"
 #include "executor/dist/world_setup.h"
 #include "executor/runtime/checkpoint.h"
+#include "executor/runtime/metrics.h"
 #include "executor/runtime/runtime.h"
 #include "executor/service/daemon.h"
 #include "optim/cpu_optimizer.h"
@@ -317,6 +318,7 @@ int Run(const std::vector<std::string>& args) {
             << " back\n";
   // Resume: the state, and the metrics of the iterations before.
   std::vector<std::string> history;
+  std::vector<double> compute_per_iteration;  // This run's, for the check against the plan.
   int start = 0;
   if (!resume.empty()) {
     // Rank 0 reads the checkpoint and sends it to the others (their servers
@@ -410,6 +412,7 @@ int Run(const std::vector<std::string>& args) {
       m->loss = *loss;
     }
     seconds += m->seconds;
+    compute_per_iteration.push_back(m->compute_s);
     uint64_t peak = 0;
     for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);
     const double busy = m->compute_s + m->swap_wait_s;
@@ -503,6 +506,9 @@ int Run(const std::vector<std::string>& args) {
     return 130;
   }
   std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations - start, seconds);
+  const harmony::executor::ComputeCheck compute = harmony::executor::CheckComputeAgainstPlan(
+      compute_per_iteration, est.compute_s());
+  if (!compute.text.empty()) std::cout << compute.text << "\n";
   if (!out.empty()) {
     if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);
     std::cout << "wrote the trained model to " << out << "\n";

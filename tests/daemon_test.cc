@@ -119,7 +119,9 @@ std::string FirstLine(const std::string& text) {
 TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   auto d = Daemon::Start(StartFlags("same", "cpu:2x1MiB"));
   ASSERT_FALSE(d->address().empty()) << d->output();
-  const std::string settings = "--iterations 4 --optimizer adam --lr 0.01 --weight-decay 0.01";
+  // The denormal policy against the plan's (profiled flushing): per job.
+  const std::string settings =
+      "--iterations 4 --optimizer adam --lr 0.01 --weight-decay 0.01 --flush-denormal off";
   auto r = RunCommand(Submit(*d, "plan2", absl::StrCat(settings, " --wait --name same --out ",
                                                        Tmp("daemon_trained.pt"))));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -152,12 +154,14 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   EXPECT_EQ(job["state"], "SUCCEEDED");
   EXPECT_EQ(job["progress"]["iteration"], 4);
   EXPECT_EQ(job["optimizer"]["kind"], "ADAM");
+  EXPECT_EQ(job["flush_denormal"], false);
   EXPECT_EQ(job["history"].size(), 3u);
   r = RunCommand(d->Ctl("list"));
   EXPECT_TRUE(absl::StrContains(r.output, "job-1")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "same")) << r.output;
   r = RunCommand(d->Ctl("logs job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "iteration 4/4 loss")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "denormals computed")) << r.output;
   // Global flags before the command, as git and kubectl take them, and the
   // address from the environment.
   r = RunCommand(absl::StrCat(kCtl, " --address ", d->address(), " --json list"));

@@ -112,6 +112,9 @@ void PrintJob(const proto::Job& j) {
   if (!j.devices().empty()) {
     std::cout << ", devices " << absl::StrJoin(j.devices(), ",");
   }
+  if (j.has_flush_denormal()) {
+    std::cout << ", denormals " << (j.flush_denormal() ? "flushed to zero" : "computed");
+  }
   std::cout << "\n";
   if (j.has_progress()) std::cout << "  progress: " << ProgressLine(j.progress(), false) << "\n";
   std::cout << "  history:\n";

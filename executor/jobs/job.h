@@ -76,6 +76,8 @@ struct JobSpec {
   std::string submission_id;
   // Shuffles the samples with this seed; 0 takes them in order.
   uint64_t seed = 0;
+  // Denormals flushed to zero; unset: the policy of the plan's profile.
+  std::optional<bool> flush_denormal;
   std::string name;
   // Several daemons train it together; it is admitted held and waits for
   // JobManager::StartWorld.
@@ -124,6 +126,7 @@ struct JobRecord {
   double checkpoint_minutes = 0;
   int keep_checkpoints = 2;
   uint64_t seed = 0;
+  std::optional<bool> flush_denormal;  // Unset: the plan's profile's.
 
   // From the plan: what it needs.
   int num_devices = 0;

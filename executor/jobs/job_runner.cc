@@ -18,6 +18,7 @@
 #include "executor/dist/world_setup.h"
 #include "executor/jobs/job_manager_impl.h"
 #include "executor/runtime/checkpoint.h"
+#include "executor/runtime/metrics.h"
 #include "executor/runtime/runtime.h"
 
 namespace harmony::executor {
@@ -69,6 +70,7 @@ void JobManager::Impl::Run(Job* job) {
                                     options.devices.capacity};
     ro.optimizer = spec.optimizer;
     ro.seed = spec.seed;
+    ro.flush_denormal = spec.flush_denormal;
     ro.shuffle = spec.seed != 0;
     {
       absl::MutexLock lock(&mu);
@@ -152,7 +154,8 @@ void JobManager::Impl::Run(Job* job) {
       }
       Log(*job,
           absl::StrCat("host store ", FormatBytes(runtime->host_store_bytes()), ", data ",
-                       spec.data_path),
+                       spec.data_path, ", denormals ",
+                       runtime->flush_denormal() ? "flushed to zero" : "computed"),
           /*daemon_too=*/false);
     }
     // Checkpoints are written in the background (training stalls only while
@@ -180,6 +183,7 @@ void JobManager::Impl::Run(Job* job) {
       return absl::OkStatus();
     };
     double seconds = 0;
+    std::vector<double> compute_per_iteration;  // For the check against the plan.
     for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
       // What decides is what every rank agreed on: a cancel that arrives
       // after the agreement waits for the next iteration.
@@ -226,6 +230,7 @@ void JobManager::Impl::Run(Job* job) {
         m->loss = *loss;
       }
       seconds += m->seconds;
+      compute_per_iteration.push_back(m->compute_s);
       JobProgress p;
       p.iteration = i + 1;
       p.iterations = spec.iterations;
@@ -277,6 +282,14 @@ void JobManager::Impl::Run(Job* job) {
       Sync();
     }
     if (absl::Status s = finish_checkpoint(); status.ok()) status = s;
+    if (status.ok()) {
+      const ComputeCheck compute =
+          CheckComputeAgainstPlan(compute_per_iteration, job->plan->estimates().compute_s());
+      if (!compute.text.empty()) {
+        absl::MutexLock lock(&mu);
+        Log(*job, compute.text, /*daemon_too=*/compute.off);
+      }
+    }
     if (status.ok() && !spec.output_path.empty()) {
       status = common::Annotate(runtime->SaveModel(spec.output_path),
                                 absl::StrCat("writing the trained model to ", spec.output_path));

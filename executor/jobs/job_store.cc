@@ -101,6 +101,7 @@ std::string JobRecordToJson(const JobRecord& r) {
          {"checkpoint_minutes", r.checkpoint_minutes},
          {"keep_checkpoints", r.keep_checkpoints},
          {"seed", r.seed},
+         {"flush_denormal", r.flush_denormal ? json(*r.flush_denormal) : json(nullptr)},
          {"num_devices", r.num_devices},
          {"device_memory_bytes", r.device_memory_bytes},
          {"host_memory_bytes", r.host_memory_bytes},
@@ -164,6 +165,9 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.checkpoint_minutes = j.value("checkpoint_minutes", 0.0);
     r.keep_checkpoints = j.value("keep_checkpoints", 2);
     r.seed = j.at("seed").get<uint64_t>();
+    if (j.contains("flush_denormal") && !j.at("flush_denormal").is_null()) {
+      r.flush_denormal = j.at("flush_denormal").get<bool>();
+    }
     r.num_devices = j.at("num_devices").get<int>();
     r.device_memory_bytes = j.at("device_memory_bytes").get<uint64_t>();
     r.host_memory_bytes = j.at("host_memory_bytes").get<uint64_t>();

@@ -1,5 +1,8 @@
 #include "executor/runtime/metrics.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace harmony::executor {
@@ -39,6 +42,31 @@ std::string MetricsJson(const IterationMetrics& m) {
                                {"write_s", m.checkpoint_write_s}};
   }
   return j.dump();
+}
+
+ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s) {
+  ComputeCheck c;
+  if (!(planned_s > 0) || compute_s.empty()) return c;
+  if (compute_s.size() > 1) compute_s.erase(compute_s.begin());
+  std::sort(compute_s.begin(), compute_s.end());
+  const size_t n = compute_s.size();
+  c.measured_s = n % 2 == 1 ? compute_s[n / 2] : (compute_s[n / 2 - 1] + compute_s[n / 2]) / 2;
+  c.planned_s = planned_s;
+  c.ratio = c.measured_s / planned_s;
+  c.off = c.ratio > 1.5 || c.ratio < 1 / 1.5;
+  c.text = absl::StrFormat(
+      "device compute per iteration: %.4g s measured (median of %d), %.2fx the plan's %.4g s",
+      c.measured_s, static_cast<int>(n), c.ratio, planned_s);
+  if (c.off) {
+    c.text += absl::StrFormat(
+        "\nwarning: the devices computed at %.2fx the speed the plan was profiled at, so its "
+        "schedule may not be the best here. Usual causes: denormal numbers computed (not "
+        "flushed) on a CPU that is slow at them (try --flush-denormal on), another CPU or "
+        "thread count than the profile's, or other load on the machine; re-profile with "
+        "harmony-plan on this machine under the policy you train with",
+        1 / c.ratio);
+  }
+  return c;
 }
 
 }  // namespace harmony::executor

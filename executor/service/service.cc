@@ -122,6 +122,7 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_resumed_from_iteration(r.resumed_from_iteration);
   out->set_kept_model_path(r.kept_model_path);
   out->set_seed(r.seed);
+  if (r.flush_denormal) out->set_flush_denormal(*r.flush_denormal);
   if (r.world.active()) ToProto(r.world, out->mutable_world());
   out->set_held(r.held);
 }
@@ -201,6 +202,7 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   if (r.keep_checkpoints() > 0) spec.keep_checkpoints = static_cast<int>(r.keep_checkpoints());
   spec.submission_id = r.submission_id();
   spec.seed = r.seed();
+  if (r.has_flush_denormal()) spec.flush_denormal = r.flush_denormal();
   spec.name = r.name();
   if (r.has_world()) spec.world = FromProto(r.world());
   return spec;

@@ -147,6 +147,9 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   e->set_samples_per_s(sim.iteration_s > 0 ? c.minibatch / sim.iteration_s : 0);
   for (uint64_t p : sim.device_peak) e->add_device_peak_bytes(p);
   e->set_host_memory_bytes(sim.host_memory);
+  double compute = 0;
+  for (const auto& streams : sim.busy) compute += streams[planner::kCompute];
+  e->set_compute_s(compute);
   SetSwap(e->mutable_swap(), sim.swap);
   if (ondemand) SetSwap(e->mutable_ondemand_swap(), ondemand->swap);
   return plan;
@@ -186,9 +189,14 @@ std::string PlanSummary(const proto::Plan& plan) {
                         PacksText(c.forward_packs()));
   absl::StrAppendFormat(&out, "  backward packs (%d): %s\n", c.backward_packs_size(),
                         PacksText(c.backward_packs()));
-  absl::StrAppendFormat(&out, "  estimated iteration: %s, %.2f samples/s\n",
+  absl::StrAppendFormat(&out, "  estimated iteration: %s, %.2f samples/s",
                         common::FormatTimeSpan(absl::Seconds(e.iteration_time_s())),
                         e.samples_per_s());
+  if (e.compute_s() > 0) {
+    absl::StrAppendFormat(&out, " (device compute %s, summed over the devices)",
+                          common::FormatTimeSpan(absl::Seconds(e.compute_s())));
+  }
+  out += "\n";
   // The link the estimate was made on: the one harmony-plan was told, else
   // the profile's measurement (as CostModel::Create takes them).
   const proto::Bandwidths& bw = plan.profile().bandwidths();

@@ -33,8 +33,10 @@ and the second wave (tests/suite/wave2.py): llama, moe, dlrm, traced_gpt,
 convnext, padded_encoder, shared_depth; and dlrm_large, the recommender at
 the size of a real table (three 60000 x 32 tables, 22 MiB), planned but not
 trained by the suite; and densenet121 (torchvision, 26.6 MiB), planned on
-devices of its weight bytes.
+devices of its weight bytes; and deep_convs, a 40-layer plain conv stack
+whose gradients go denormal.
 """
+import copy
 import math
 import os
 import sys
@@ -368,6 +370,34 @@ def densenet121():
 
 
 MODELS["densenet121"] = densenet121
+
+
+def deep_convs():
+    # A deep plain conv stack (no normalization, no skips) whose weights
+    # shrink each signal by ~0.3x: the backward's gradients go denormal
+    # (floats below 1.18e-38), the numbers many x86 cores compute ~100x
+    # slower unless flushed to zero. Checked here, with flushing off.
+    width, depth = 32, 40
+    layers = [nn.Conv2d(3, width, 3, padding=1)]
+    for _ in range(depth - 1):
+        layers += [nn.ReLU(), nn.Conv2d(width, width, 3, padding=1)]
+    model = nn.Sequential(*layers, nn.Flatten(), nn.Linear(width * 32 * 32, 10))
+    with torch.no_grad():
+        for m in model:
+            if isinstance(m, nn.Conv2d):
+                m.weight.mul_(0.3)
+                m.bias.zero_()
+    data = images(size=32)
+    torch.set_flush_denormal(False)
+    probe = copy.deepcopy(model)
+    F.cross_entropy(probe(data["inputs"][:8]), data["targets"][:8]).backward()
+    tiny = sum(int(((p.grad.abs() > 0) & (p.grad.abs() < 1.1754944e-38)).sum())
+               for p in probe.parameters())
+    assert tiny > 10000, f"deep_convs: only {tiny} denormal gradients"
+    return model, data
+
+
+MODELS["deep_convs"] = deep_convs
 TRACED = {name for name, (_, traced) in wave2.MODELS.items() if traced}
 
 

@@ -1,0 +1,29 @@
+#include "executor/runtime/metrics.h"
+
+#include "gtest/gtest.h"
+
+namespace harmony::executor {
+namespace {
+
+TEST(MetricsTest, ComputeAgainstThePlan) {
+  // The first iteration (warming up) is left out; the median of the rest.
+  ComputeCheck c = CheckComputeAgainstPlan({9.0, 1.1, 0.9, 1.0}, 1.0);
+  EXPECT_DOUBLE_EQ(c.measured_s, 1.0);
+  EXPECT_DOUBLE_EQ(c.ratio, 1.0);
+  EXPECT_FALSE(c.off);
+  EXPECT_NE(c.text.find("1.00x the plan's"), std::string::npos) << c.text;
+  EXPECT_EQ(c.text.find("warning"), std::string::npos) << c.text;
+
+  c = CheckComputeAgainstPlan({5.0, 5.0, 6.0}, 2.0);  // Slow: 2.75x.
+  EXPECT_TRUE(c.off);
+  EXPECT_NE(c.text.find("0.36x the speed"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("--flush-denormal on"), std::string::npos) << c.text;
+  EXPECT_TRUE(CheckComputeAgainstPlan({1.0, 0.5}, 2.0).off);  // Fast: 0.25x.
+  EXPECT_FALSE(CheckComputeAgainstPlan({0.7}, 1.0).off);      // One iteration: kept.
+
+  EXPECT_TRUE(CheckComputeAgainstPlan({1.0}, 0).text.empty());  // An older plan.
+  EXPECT_TRUE(CheckComputeAgainstPlan({}, 1.0).text.empty());
+}
+
+}  // namespace
+}  // namespace harmony::executor
