@@ -1,6 +1,6 @@
 // The decomposer: splits a TorchScript model's forward into vLayers, shared
 // by the planner (which chooses the cut points) and the executor (which
-// re-creates the same vLayers from the cut points in the plan). DESIGN.md §4.
+// re-creates the same vLayers from the cut points in the plan). docs/DESIGN.md §4.
 //
 // How: forward's graph is inlined; every read of a parameter or buffer
 // (a prim::GetAttr chain from self) becomes an explicit graph input, one per

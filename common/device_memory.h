@@ -1,4 +1,4 @@
-// Memory accounting for virtual CPU devices (DESIGN.md §6): tensors "on" a
+// Memory accounting for virtual CPU devices (docs/DESIGN.md §6): tensors "on" a
 // virtual device are ordinary CPU tensors whose bytes are counted against
 // the device's capacity. Every CPU tensor storage allocated on a thread
 // while a DeviceMemoryScope is active there is attributed to that scope's

@@ -1,4 +1,4 @@
-// The CPU optimizer (DESIGN.md §6): SGD (momentum, dampening, Nesterov,
+// The CPU optimizer (docs/DESIGN.md §6): SGD (momentum, dampening, Nesterov,
 // weight decay), Adam and AdamW over one flat fp32 buffer of parameters, its
 // gradients and its state, fused into one pass per element, vectorised
 // (compiled for x86-64-v3, AVX2 + FMA, and baseline x86-64, chosen at run

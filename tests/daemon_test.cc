@@ -229,7 +229,7 @@ TEST_F(DaemonTest, CancelFreesTheMemoryAndQueuedJobsRunInOrder) {
   }
 }
 
-// Issue 19: a daemon killed with -9 mid-job and started again keeps its
+// A daemon killed with -9 mid-job and started again keeps its
 // records and resumes the job from its latest checkpoint; the job ends with
 // the same weights, bit for bit, as a run straight through.
 TEST_F(DaemonTest, Kill9MidJobResumesFromItsCheckpointWithTheSameWeights) {

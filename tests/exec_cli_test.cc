@@ -113,7 +113,7 @@ std::vector<double> Losses(const std::string& metrics_path) {
   return out;
 }
 
-// Issue 19: checkpoints every K iterations (the latest N kept), a resumed run
+// Checkpoints every K iterations (the latest N kept), a resumed run
 // equal to one straight through bit for bit (Adam, dropout, shuffled order),
 // and Ctrl-C stopping after the iteration under way with a checkpoint.
 TEST(ExecCliTest, CheckpointsResumeAndCtrlCStopsWithOne) {

@@ -1,8 +1,8 @@
-// Issue 18's property: Harmony's search contains every baseline. Over a grid
+// The property: Harmony's search contains every baseline. Over a grid
 // of zoo models (profiled here with the real profiler), device counts and
 // memory caps, either Harmony plans and simulates no slower than every
 // baseline that plans, or no schedule plans. The grid includes the case
-// of issue 18: a GPT of 28 MiB (depth 8, width 256) on 2 devices of 12 and
+// once seen to fail: a GPT of 28 MiB (depth 8, width 256) on 2 devices of 12 and
 // 16 MiB, where Harmony refused and the baselines wrote plans (that did not
 // fit, with a warning), and 24 MiB, where every schedule plans.
 

@@ -1,4 +1,4 @@
-// Issue 20 end to end with harmony-exec run: several servers (ranks of one
+// End to end with harmony-exec run: several servers (ranks of one
 // world, each its own process with its own virtual devices, on loopback) on
 // their slices of the global minibatch train what one server trains on the
 // whole of it; checkpoints move between world sizes; a world that is not one
@@ -140,7 +140,7 @@ struct WorldCase {
 
 class WorldTrainsAsOneServer : public ::testing::TestWithParam<WorldCase> {};
 
-// Issue 20, point 5: 2 and 3 servers give the losses and trained weights of
+// 2 and 3 servers give the losses and trained weights of
 // one server on the whole minibatch within 1e-6, with SGD-momentum and
 // Adam, with and without sharded optimizer state; the ranks end identical.
 // Adam is tested on an MLP: in a GPT, the key third of attn.c_attn.bias has

@@ -1,4 +1,4 @@
-// Issue 20 with the daemons: real harmony-exec daemons started by the test on
+// With the daemons: real harmony-exec daemons started by the test on
 // loopback, each with its own virtual devices, port and state directory,
 // driven with harmony-ctl submit --world. A world of 2 or 3 daemons trains
 // what one server trains on the whole minibatch; kill -9 of one daemon ends

@@ -1,4 +1,4 @@
-// Submitting one job to a world of daemons (issue 20, DESIGN.md §8): every
+// Submitting one job to a world of daemons (docs/DESIGN.md §8): every
 // daemon admits it or none does. Each rank's daemon first admits it held
 // (all the usual checks: plan, model, data, memory); rank 0's picks where it
 // will host the world's store. Only when all have admitted it, and the

@@ -1,4 +1,4 @@
-// Collectives across servers (DESIGN.md §8, issue 20): the ranks of a job's
+// Collectives across servers (docs/DESIGN.md §8): the ranks of a job's
 // world meet at a TCPStore that rank 0 hosts and talk through LibTorch's
 // c10d ProcessGroupGloo. We do not write our own collective library.
 //

@@ -1,4 +1,4 @@
-// Collectives across ranks on loopback (issue 20's foundation): 3 ranks, one
+// Collectives across ranks on loopback : 3 ranks, one
 // thread each, each with its own store client and process group, as
 // separate servers would have. What Gloo in LibTorch 1.13 does and does not
 // do is pinned here; a peer that never comes is an error within the

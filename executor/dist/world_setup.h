@@ -1,4 +1,4 @@
-// A world of servers set up on a Collective (issue 20, DESIGN.md §8): the
+// A world of servers set up on a Collective (docs/DESIGN.md §8): the
 // runtime's World bound to it, a check that every rank runs the same job,
 // and small values shared from one rank (a checkpoint rank 0 read, a
 // decision to write one). Every function here is collective.

@@ -1,4 +1,4 @@
-// Jobs as the daemon's core sees them (DESIGN.md §7): what was asked for, the
+// Jobs as the daemon's core sees them (docs/DESIGN.md §7): what was asked for, the
 // state it is in and how it got there, and its progress. Domain types only:
 // the gRPC service translates them to and from proto/executor.proto at the
 // edge; the state directory stores them as JSON (job_store.h).
@@ -33,7 +33,7 @@ std::optional<JobState> ParseJobState(absl::string_view name);
 // SUCCEEDED, FAILED and CANCELLED.
 bool IsTerminal(JobState state);
 
-// A job trained by several daemons together (proto WorldSpec, DESIGN.md §8):
+// A job trained by several daemons together (proto WorldSpec, docs/DESIGN.md §8):
 // each rank runs the plan on its own devices on its share of every
 // minibatch. Not a world job when fewer than two daemons are named.
 struct WorldInfo {

@@ -1,4 +1,4 @@
-// The job manager: the daemon's core (DESIGN.md §7). It admits jobs, queues
+// The job manager: the daemon's core (docs/DESIGN.md §7). It admits jobs, queues
 // them, runs each on its own devices with the runtime, reports progress,
 // cancels, and keeps every record in the state directory. It knows nothing
 // of gRPC: the service (executor/service) translates requests into calls
@@ -18,7 +18,9 @@
 // Persistence: every state change and progress report rewrites the job's
 // record atomically (job_store.h). On Create, records from an earlier run
 // are loaded: finished jobs stay as they were; jobs that were running are
-// FAILED with reason "daemon restarted"; queued jobs are queued again.
+// queued again, to resume from their latest checkpoint (or from the start
+// without one), except a world job's rank, which fails (its world went on
+// without it); queued jobs are queued again.
 //
 // Thread-safety: thread-safe. Listeners (Watch) are called with the
 // manager's lock held, in event order: they must be quick, must not block

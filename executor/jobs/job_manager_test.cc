@@ -335,7 +335,7 @@ TEST(JobManagerTest, AFailingJobLeavesTheOthersAlone) {
   EXPECT_EQ(small->Devices().host_reserved_bytes, 0u);
 }
 
-// Issue 19: the trained result is never lost to its output path. A path
+// The trained result is never lost to its output path. A path
 // that stops being writable while the job trains (its directory removed):
 // the job fails naming both paths, and the model is kept in the state
 // directory, loadable, with the trained weights.

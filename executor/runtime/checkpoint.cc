@@ -122,7 +122,7 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::s
   HARMONY_RETURN_IF_ERROR(get_string("model_sha256", &c.model_sha256));
   HARMONY_RETURN_IF_ERROR(get_int("iteration", &c.iteration));
   HARMONY_RETURN_IF_ERROR(get_int("minibatch", &c.minibatch));
-  if (d.contains(c10::IValue(std::string("world_size")))) {  // Since issue 20.
+  if (d.contains(c10::IValue(std::string("world_size")))) {  // Since checkpoints of worlds.
     HARMONY_RETURN_IF_ERROR(get_int("world_size", &c.world_size));
   }
   HARMONY_RETURN_IF_ERROR(get_int("seed", &seed));

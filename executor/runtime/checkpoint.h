@@ -1,4 +1,4 @@
-// Training checkpoints (DESIGN.md §6, issue 19): what a run needs to go on
+// Training checkpoints (docs/DESIGN.md §6): what a run needs to go on
 // exactly where it stopped. Keyed by parameter and buffer name, never by
 // device or pack, so a checkpoint loads into any plan of the same model
 // (another device count, mode or packing).

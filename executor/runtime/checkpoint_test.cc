@@ -1,4 +1,4 @@
-// Checkpoints (issue 19): K iterations straight equal K/2, a checkpoint
+// Checkpoints: K iterations straight equal K/2, a checkpoint
 // written to disk and read back into a fresh runtime, and K/2 more, bit for
 // bit (losses and every parameter and buffer), with SGD-momentum, Adam,
 // dropout, BatchNorm and a shuffled sample order; on another plan (device

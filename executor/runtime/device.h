@@ -1,4 +1,4 @@
-// A device the runtime trains on (DESIGN.md §6): its memory, where the
+// A device the runtime trains on (docs/DESIGN.md §6): its memory, where the
 // tensors a thread makes are placed, and the streams beside its compute.
 //
 // Residency and stream contract:

@@ -1,4 +1,4 @@
-// The host link's emulation (DESIGN.md §6): one link between the host and
+// The host link's emulation (docs/DESIGN.md §6): one link between the host and
 // all devices, full duplex, at a given bandwidth per direction. A copy made
 // at memory speed is held until its bytes would have crossed the link:
 // transfers in one direction queue one after another, each counted from

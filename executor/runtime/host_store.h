@@ -1,4 +1,4 @@
-// The host store (DESIGN.md §6): the host's copy of every vLayer's master
+// The host store (docs/DESIGN.md §6): the host's copy of every vLayer's master
 // weights, gradients, buffers and optimizer state, allocated once.
 //
 // Per vLayer, the parameters it owns are views into one flat fp32 buffer

@@ -1,4 +1,4 @@
-// Values tasks send each other within an iteration (DESIGN.md §6): a
+// Values tasks send each other within an iteration (docs/DESIGN.md §6): a
 // sender posts one piece per microbatch it computed (samples [offset,
 // offset + size) of the minibatch); a receiver asks for its own microbatch's
 // samples and waits until pieces cover them, assembling rows from several

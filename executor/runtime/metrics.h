@@ -1,4 +1,4 @@
-// What one training iteration did (DESIGN.md §10): bytes moved by kind,
+// What one training iteration did (docs/DESIGN.md §10): bytes moved by kind,
 // device peaks and allocations, time computing and waiting, the loss.
 //
 // Thread-safety: plain values.

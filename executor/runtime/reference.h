@@ -1,4 +1,4 @@
-// The answer the runtime's results must equal (DESIGN.md §6, exactness): a
+// The answer the runtime's results must equal (docs/DESIGN.md §6, exactness): a
 // plain LibTorch loop over the same microbatches a plan uses. For every
 // minibatch it runs each microbatch forward and backward with its loss
 // scaled by its share of the minibatch (size / D), accumulating gradients

@@ -1,4 +1,4 @@
-// The runtime (DESIGN.md §6): trains a model with a plan from harmony-plan.
+// The runtime (docs/DESIGN.md §6): trains a model with a plan from harmony-plan.
 //
 // Runtime::Create loads the model, checks its SHA-256 against the plan,
 // re-creates the plan's vLayers from the cut points, and sets up the host
@@ -86,7 +86,7 @@ struct RuntimeOptions {
   // measured (off for profiles made before the policy existed). A loop
   // compared bit for bit must compute under the same policy.
   std::optional<bool> flush_denormal;
-  // Data parallel across servers (issue 20): this server is rank
+  // Data parallel across servers: this server is rank
   // world.rank of world.size. The global minibatch is world.size x the
   // plan's, split by rank in a fixed order (rank r takes the r-th slice), and
   // the dropout stream follows the global sample index, so the world trains

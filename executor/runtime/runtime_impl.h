@@ -2,7 +2,9 @@
 // files that implement it (internal to executor/runtime):
 //   - runtime.cc: Create (plan checks, model, routes), SetData, RunIteration
 //     and the rest of the public API;
-//   - task_runner.cc: weights in and out, vLayers, forward / backward tasks,
+//   - weights_io.cc: a task's weights in (from the host or a peer device)
+//     and its gradients and buffers out;
+//   - task_runner.cc: routes, vLayers, forward / backward tasks,
 //     each device's task list, the host's updates;
 //   - microbatch_io.cc: a microbatch's inputs and outputs over the host
 //     link and between devices.
@@ -221,7 +223,7 @@ struct Runtime::Impl {
   // --- Inputs and outputs of a microbatch.
   //
   // What crosses the host link runs on the device's copy streams, beside
-  // its compute (DESIGN.md §6): a task's inputs from the host (data,
+  // its compute (docs/DESIGN.md §6): a task's inputs from the host (data,
   // targets, activations and stashes sent through the host) are copied in
   // on the copy-in stream, all of the task's microbatches in order, from
   // when the device starts the task; what it sends through the host, and

@@ -330,7 +330,7 @@ TEST(RuntimeTest, PeaksStayUnderTheCapAndTooLittleMemoryIsAnError) {
   EXPECT_EQ((*rt)->RunIteration().status().code(), absl::StatusCode::kResourceExhausted);
 }
 
-// Issue 18: planned peaks hold in the runtime for Harmony and every
+// Planned peaks hold in the runtime for Harmony and every
 // baseline, at the default reserve, on caps down to a fraction of the
 // weights (RunPlan checks each device's measured peak against the plan's and
 // the cap; a plan that does not fit is not run).

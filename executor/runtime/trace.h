@@ -1,4 +1,4 @@
-// The runtime's trace (DESIGN.md §10): what each device's compute thread
+// The runtime's trace (docs/DESIGN.md §10): what each device's compute thread
 // and streams did, and the host's optimizer, as a Chrome trace laid out as
 // the simulator's (a process per device, a thread per stream), so a run
 // and its plan's simulation can be read side by side.

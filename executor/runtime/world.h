@@ -1,4 +1,4 @@
-// The servers a job trains on together (issue 20, DESIGN.md §8): this
+// The servers a job trains on together (docs/DESIGN.md §8): this
 // server's rank, how many there are, and the collectives the runtime calls
 // across them. executor/dist provides the collectives on c10d (Gloo); the
 // runtime sees only these functions, so it does not depend on c10d.

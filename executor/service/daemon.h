@@ -1,5 +1,5 @@
 // The harmony-exec daemon: a job manager behind the gRPC service, listening
-// on one address (DESIGN.md §7).
+// on one address (docs/DESIGN.md §7).
 //
 // Security: a loopback address (127.0.0.0/8, ::1, localhost) may be served
 // without a token; any other address is refused unless a token file is

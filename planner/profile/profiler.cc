@@ -582,7 +582,7 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
     return mine > 0 ? theirs / mine : 0.0;
   };
   using M = proto::MicrobatchProfile;
-  // In turn against over and over (the profiles before session 18), and
+  // In turn against over and over (what older profiles timed), and
   // how much slower the devices compute side by side (they share the cores).
   const double one_f = ratio(&M::forward_time_s, &M::forward_time_one_s);
   const double one_b = ratio(&M::backward_time_s, &M::backward_time_one_s);

@@ -1,6 +1,6 @@
 // The profiler (harmony-plan profile): measures what the schedule search
 // needs, per vLayer and per microbatch size u, on the devices given.
-// DESIGN.md §5.
+// docs/DESIGN.md §5.
 //
 // For each u (powers of two up to the largest that fits, plus that largest,
 // found by probing against the device memory) and each vLayer it measures:

@@ -76,7 +76,7 @@ struct LinkBandwidths {
 };
 
 // The servers of a data-parallel world and the network between them
-// (issue 20, DESIGN.md §8): each vLayer's gradients are summed across the
+// (docs/DESIGN.md §8): each vLayer's gradients are summed across the
 // servers on the host's update thread before its update (a ring allreduce:
 // 2 (S - 1) / S of the bytes each way, 2 (S - 1) steps of latency), and
 // each iteration ends with a few small exchanges (loss, stop, buffers).

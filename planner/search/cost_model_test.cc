@@ -65,7 +65,7 @@ TEST(CostModelTest, BackwardMemoryFromSavedActivations) {
   EXPECT_EQ(m->Cost(1, 6).saved_bytes, 2 * o.activation_bytes * 6);
 }
 
-// Profiles since issue 17 measure the backward with the gradients allocated
+// Profiles with backward_first_peak_bytes measure the backward with the gradients allocated
 // (its peak holds them all) and apart from that a task's first microbatch.
 // The simulator's working sets leave out what it holds on its own.
 TEST(CostModelTest, WorkingSetsBesideWhatTheSimulatorHolds) {

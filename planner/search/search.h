@@ -1,4 +1,4 @@
-// The configuration search (DESIGN.md §5): over mode (vPP, vDP), forward
+// The configuration search (docs/DESIGN.md §5): over mode (vPP, vDP), forward
 // and backward microbatch sizes (U_f >= U_b; equal when the model depends
 // on batch statistics), and forward/backward packs made by every packer at
 // several memory budgets, every candidate is built into a task graph and

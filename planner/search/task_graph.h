@@ -1,4 +1,4 @@
-// The task graph of one training iteration (DESIGN.md §5): what each device
+// The task graph of one training iteration (docs/DESIGN.md §5): what each device
 // runs, in order, with every swap and transfer it makes and their sizes.
 //
 // Harmony's order: the forward tasks of all forward packs in pack order,

@@ -1,4 +1,4 @@
-// The simulator (DESIGN.md §5): plays one iteration of a task graph on a
+// The simulator (docs/DESIGN.md §5): plays one iteration of a task graph on a
 // model of the machine and predicts its time, its swap traffic and each
 // device's memory over time.
 //

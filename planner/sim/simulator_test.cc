@@ -139,7 +139,7 @@ TEST(SimulatorTest, HostSumsSendEachMicrobatchsGradientsAndHoldLess) {
   EXPECT_GT(host->iteration_s, device->iteration_s);
 }
 
-// Across servers (issue 20): each update first sums its gradients over the
+// Across servers: each update first sums its gradients over the
 // network on the host's update thread (a ring allreduce of 2 (S - 1) / S of
 // the bytes plus 2 (S - 1) latencies), and sharded state divides the host's
 // optimizer state by the servers.

@@ -1,8 +1,9 @@
 // harmony-bench: Harmony against the baselines, the simulator against the
-// runtime, and the limits (issue 7). Run it with scripts/bench.sh.
+// runtime, and the limits. Run it with scripts/bench.sh.
 //
 //   harmony-bench [--quick] [--runs 3] [--out-dir docs/bench]
-//                 [--sections link,schedules,overhead,optimizer,planner,external,world]
+//                 [--sections link,schedules,denormals,overhead,optimizer,planner,external,world]
+//                 [--flush-denormal on|off]
 //   harmony-bench --report-only [--out-dir docs/bench]
 //
 // Writes results.json, REPORT.md and SVG charts into --out-dir. Exits 1 when
@@ -22,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/denormals.h"
 #include "common/files.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/report.h"
@@ -32,7 +34,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr char kAllSections[] = "link,schedules,overhead,optimizer,planner,external,world";
+constexpr char kAllSections[] =
+    "link,schedules,denormals,overhead,optimizer,planner,external,world";
 
 // Adds a section's checks to the run's list.
 void TakeChecks(json& section, json& checks) {
@@ -45,7 +48,8 @@ void TakeChecks(json& section, json& checks) {
 
 int main(int argc, char** argv) {
   harmony::bench::BenchOptions options;
-  std::string out_dir = "docs/bench", sections_text = kAllSections, testdata = "tests/testdata";
+  std::string out_dir = "docs/bench", sections_text = kAllSections, testdata = "tests/testdata",
+              flush_denormal = "on";
   double flop_per_byte = 880;
   po::options_description flags(
       "Usage: harmony-bench [--quick] [--out-dir DIR] [flags]\n\n"
@@ -71,6 +75,9 @@ int main(int argc, char** argv) {
        "directory of the external models (tests/testdata)")
       ("flop-per-byte", po::value(&flop_per_byte)->default_value(flop_per_byte),
        "compute rate over link bandwidth of the server to emulate (GTX 1080 Ti on PCIe 3.0: ~880)")
+      ("flush-denormal", po::value(&flush_denormal)->default_value(flush_denormal),
+       "on | off: denormal floats flushed to zero in every section but \"denormals\" (which "
+       "runs both ways)")
       ("report-only", "redraw REPORT.md and the charts from OUT_DIR/results.json");
   // clang-format on
   po::variables_map vm;
@@ -114,6 +121,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.warmups == 0) options.warmups = options.quick ? 1 : 3;
+  {
+    absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
+    if (!flush.ok()) {
+      std::cerr << "harmony-bench: --flush-denormal: " << flush.status().message() << "\n";
+      return 2;
+    }
+    options.flush_denormal = *flush;
+  }
   const std::vector<std::string> sections = absl::StrSplit(sections_text, ',');
   for (const std::string& s : sections) {
     if (std::string(kAllSections).find(s) == std::string::npos || s.empty()) {
@@ -141,10 +156,16 @@ int main(int argc, char** argv) {
   }
   // LibTorch starts with one intra-op thread here; train with every core.
   at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  // This thread and its intra-op team; the runtime takes the plans'.
+  harmony::common::ApplyFlushDenormal(options.flush_denormal);
 
   harmony::bench::Stopwatch total;
   json results;
   results["machine"] = harmony::bench::MachineInfo();
+  results["flush_denormal"] = options.flush_denormal;
+  std::cout << "harmony-bench on " << results["machine"]["cpu_model"].get<std::string>()
+            << ", denormals " << (options.flush_denormal ? "flushed to zero" : "computed")
+            << "\n";
   results["threads"] = at::get_num_threads();
   results["quick"] = options.quick;
   results["runs"] = options.runs;
@@ -165,7 +186,7 @@ int main(int argc, char** argv) {
     results[name] = *std::move(section);
   };
   double emulated_link = 0;
-  if (wanted("link") || wanted("schedules")) {
+  if (wanted("link") || wanted("schedules") || wanted("denormals")) {
     record("link_balance", harmony::bench::MeasureLinkBalance(options, flop_per_byte));
     if (results.contains("link_balance")) {
       emulated_link = results["link_balance"]["emulated_link_bytes_per_s"].get<double>();
@@ -173,6 +194,9 @@ int main(int argc, char** argv) {
   }
   if (wanted("schedules") && emulated_link > 0) {
     record("schedules", harmony::bench::BenchSchedules(options, emulated_link));
+  }
+  if (wanted("denormals") && emulated_link > 0) {
+    record("denormals", harmony::bench::BenchDenormals(options, emulated_link));
   }
   if (wanted("overhead")) record("overhead", harmony::bench::BenchOverhead(options));
   if (wanted("optimizer")) record("optimizer", harmony::bench::BenchOptimizer(options));

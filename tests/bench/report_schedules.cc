@@ -201,7 +201,7 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
       const json* od = FindRun(c, "ondemand", true);
       const double tod = od ? (*od)["iteration_s"]["median"].get<double>() : 0;
       // The microbatch the "at Harmony's" run really ran at (runs before
-      // session 12 planned it at on-demand's own best, whatever was asked).
+      // the first at-scale ones planned it at on-demand's own best, whatever was asked).
       const json* at_h = c.contains("ondemand_at_harmony_microbatch")
                              ? &c["ondemand_at_harmony_microbatch"]
                              : od;

@@ -146,5 +146,39 @@ TEST(ReportTest, EmulatedOnlyResultsStillShowBytes) {
       << *md;
 }
 
+// The denormal section: both policies in one table, and the policy the
+// run computed under in the machine line.
+TEST(ReportTest, DenormalsBothWays) {
+  json config = MadeConfig("vgg", 32, 64, 98);
+  config["runs"] = {MadeRun("harmony", true, 1000, 8, 0.1)};
+  json results = MadeResults(config, json::array());
+  results["flush_denormal"] = true;
+  auto run = [](bool flush, double measured, double simulated, double ratio, double plain) {
+    return json{{"flush_denormal", flush},
+                {"iteration_s", {{"median", measured}, {"min", measured}, {"max", measured},
+                                 {"runs", 3}}},
+                {"simulated_s", simulated},
+                {"simulator_error", (simulated - measured) / measured},
+                {"compute_ratio", ratio},
+                {"plain_loop_iteration_s",
+                 {{"median", plain}, {"min", plain}, {"max", plain}, {"runs", 3}}}};
+  };
+  results["denormals"] = {{"model", "vgg"}, {"devices", 2}, {"minibatch", 64},
+                          {"cpu_model", "Intel Xeon"},
+                          {"runs", json::array({run(false, 4.0, 3.6, 1.1, 6.8),
+                                                run(true, 1.0, 0.95, 1.02, 0.7)})}};
+  char dir[] = "/tmp/report_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_TRUE(WriteReport(results, dir).ok());
+  auto md = common::ReadFileToString(std::string(dir) + "/REPORT.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("Denormal floats flushed to zero on every thread"), std::string::npos) << *md;
+  EXPECT_NE(md->find("## Denormal numbers"), std::string::npos) << *md;
+  EXPECT_NE(md->find("on Intel Xeon"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| computed | 4.00 s"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| -10% | 1.10x |"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| flushed | 1.00 s"), std::string::npos) << *md;
+}
+
 }  // namespace
 }  // namespace harmony::bench

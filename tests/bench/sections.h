@@ -1,4 +1,4 @@
-// The benchmark's sections (issue 7, docs/bench/REPORT.md). Each measures one
+// The benchmark's sections (docs/bench/REPORT.md). Each measures one
 // figure side by side in this process and returns it as JSON; a section's
 // "checks" array lists the correctness checks it ran ({name, ok, detail}):
 // the benchmark fails when one of them fails, never on a time.
@@ -27,6 +27,9 @@ struct BenchOptions {
   int warmups = 1;
   // Scratch files (models, data, profiles, plans).
   std::string work_dir;
+  // Denormal floats flushed to zero (common/denormals.h) in every section
+  // but "denormals", which runs both ways.
+  bool flush_denormal = true;
 };
 
 // This machine's matrix-multiply rate (FLOP/s) and the host link that puts
@@ -60,7 +63,15 @@ absl::StatusOr<nlohmann::json> BenchPlanner(const BenchOptions& options);
 absl::StatusOr<nlohmann::json> BenchExternal(const BenchOptions& options,
                                              const std::string& testdata_dir);
 
-// The multi-server row (issue 20): a world of 2 servers on loopback (a
+// The denormal policy side by side: zoo vgg (resnet when quick)
+// on 2 devices over the emulated link, profiled, planned and trained by
+// Harmony with denormals computed and flushed, the plain loop beside each:
+// iteration times, the simulator's error, the runtime's compute over the
+// profile's.
+absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& options,
+                                              double emulated_link);
+
+// The multi-server row: a world of 2 servers on loopback (a
 // runtime each, one device and one core each) against one server alone,
 // simulated against measured, bytes sent per server per iteration against
 // a ring allreduce's 2 (S - 1) / S x gradient bytes.

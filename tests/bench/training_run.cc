@@ -1,3 +1,4 @@
+#include "common/denormals.h"
 #include "tests/bench/training_run.h"
 
 #include <algorithm>
@@ -32,7 +33,7 @@ std::vector<ModelSpec> BenchModels(bool quick) {
   resnet.zoo.classes = 10;
   resnet.batch_statistics = true;
   if (!quick) {
-    // At scale (issue 17): the math dominates the framework's overhead, and
+    // At scale: the math dominates the framework's overhead, and
     // layers small enough that devices of a quarter of the weights train the
     // model. 33.7 MiB of weights in 26 blocks of 1.2 MiB.
     gpt.zoo.depth = 26;
@@ -84,6 +85,7 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   p.devices.capacity = uint64_t{1} << 30;
   p.max_microbatch = max_microbatch;
   p.repeats = 3;
+  p.flush_denormal = common::CallingThreadFlushesDenormal();  // The bench's policy.
   return planner::ProfileModel(model_path, data, p);
 }
 

@@ -46,7 +46,8 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 // Profiles on `devices` virtual devices of 1 GiB, microbatches up to
 // `max_microbatch`, medians of 3 timings, each device on
 // `threads_per_device` intra-op threads (0: its share of the cores, as the
-// runtime's default).
+// runtime's default), under the calling thread's denormal policy (recorded
+// in the profile; the runtime then takes it from the plan).
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
                                              int max_microbatch, int threads_per_device = 0);

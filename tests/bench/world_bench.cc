@@ -1,4 +1,4 @@
-// The multi-server row (issue 20): a world of 2 servers on loopback, each a
+// The multi-server row: a world of 2 servers on loopback, each a
 // runtime with its own virtual device on its own core, against one such
 // server alone (weak scaling: each server trains the same minibatch, the
 // world's is twice as large), the simulator's prediction for the world

@@ -1,0 +1,298 @@
+// Runtime::Impl's weights in and gradients out (runtime_impl.h): a task's
+// weights loaded onto its device (from the host store, or copied from a
+// peer device's), its updated buffers stored, and its gradients copied to
+// the host store after its microbatches (or after each one, summed on the
+// host).
+
+#include <algorithm>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <ATen/core/Generator.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/denormals.h"
+#include "common/intra_op_threads.h"
+#include "common/status.h"
+#include "common/torch_status.h"
+#include "executor/runtime/runtime_impl.h"
+
+namespace harmony::executor {
+
+using common::CallTorch;
+
+Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_of,
+                                                        const std::string& label) {
+  const PackRange range = graph.tasks[id].vlayers;
+  {
+    // Weights other devices still copy from stay until they have.
+    const double wait_start = Now();
+    int waited_for = -1;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] {
+      if (!error.ok()) return true;
+      for (const auto& [source, shared] : shared_weights) {
+        if (shared.device == d && shared.position <= room_of) {
+          waited_for = source;
+          return false;
+        }
+      }
+      return true;
+    });
+    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+    lock.unlock();
+    if (waited_for >= 0) {
+      Trace(d, TraceStream::kWeightsIn,
+            absl::StrCat("room for ", label, ": copies of task ", waited_for), wait_start);
+    }
+  }
+  const auto source = weights_source.find(id);
+  const bool from_peer = source != weights_source.end();
+  std::vector<std::vector<at::Tensor>> peer_params;
+  int peer_device = -1;
+  if (from_peer) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !error.ok() || shared_weights.count(source->second) > 0; });
+    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+    peer_params = shared_weights[source->second].params;
+    peer_device = shared_weights[source->second].device;
+  }
+  const double start = Now();
+  auto w = std::make_shared<DeviceWeights>();
+  w->range = range;
+  uint64_t host_bytes = 0, peer_bytes = 0;
+  auto scope = devices[d]->Place(absl::StrCat("weights in for ", label));
+  HARMONY_RETURN_IF_ERROR(CallTorch(label, [&] {
+    for (int k = range.begin; k < range.end; ++k) {
+      const std::vector<at::Tensor> buffers = host->buffers(k);
+      std::vector<at::Tensor> ps, bs;
+      // One vLayer at a time on the link, so a microbatch's inputs
+      // waiting for it are not held behind a whole pack's weights.
+      const double copy_start = Now();
+      ps = devices[d]->ToDeviceMany(from_peer ? peer_params[k - range.begin] : host->params(k),
+                                    label);
+      bs = devices[d]->ToDeviceMany(buffers, label);
+      uint64_t param_bytes = 0, buffer_bytes = 0;
+      for (at::Tensor& t : ps) {
+        t.requires_grad_(true);
+        param_bytes += t.nbytes();
+      }
+      for (const at::Tensor& b : bs) buffer_bytes += b.nbytes();
+      const uint64_t over_link = from_peer ? buffer_bytes : param_bytes + buffer_bytes;
+      host_bytes += over_link;
+      if (from_peer) peer_bytes += param_bytes;
+      Link(0, over_link, copy_start);
+      w->params.push_back(std::move(ps));
+      w->buffers.push_back(std::move(bs));
+    }
+  }, absl::StatusCode::kInternal));
+  if (from_peer) {
+    // Copied: the source's room may be freed once every copier has.
+    peer_params.clear();
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = shared_weights.find(source->second);
+    if (it != shared_weights.end() && --it->second.remaining <= 0) shared_weights.erase(it);
+    cv.notify_all();
+  }
+  if (auto copies = weights_copies.find(id); copies != weights_copies.end()) {
+    SharedWeights shared;
+    shared.device = d;
+    shared.position = position_of[id];
+    shared.remaining = copies->second;
+    for (const auto& ps : w->params) {
+      std::vector<at::Tensor> detached;
+      for (const at::Tensor& p : ps) detached.push_back(p.detach());
+      shared.params.push_back(std::move(detached));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    shared_weights[id] = std::move(shared);
+    cv.notify_all();
+  }
+  counts[kWeightsIn] += host_bytes;
+  counts[kPeerBytes] += peer_bytes;
+  Trace(d, TraceStream::kWeightsIn,
+        from_peer ? absl::StrCat("weights from device ", peer_device, " for ", label)
+                  : absl::StrCat("weights in ", label),
+        start);
+  return w;
+}
+
+uint64_t Runtime::Impl::StoreBuffers(const DeviceWeights& w) {
+  auto on_host = PlaceOnHost();
+  uint64_t bytes = 0;
+  for (int k = w.range.begin; k < w.range.end; ++k) {
+    if (!Info(k).updates_buffers) continue;
+    std::vector<at::Tensor> copies;
+    for (const at::Tensor& b : w.buffers[k - w.range.begin]) {
+      copies.push_back(ToHost(b).toTensor());
+      bytes += b.nbytes();
+    }
+    host->SetBuffers(k, std::move(copies));
+  }
+  return bytes;
+}
+
+absl::Status Runtime::Impl::GradientsOutAfter(const Task& t, int d, DeviceWeights& w, int mb) {
+  const bool planned = std::any_of(t.transfers.begin(), t.transfers.end(), [&](const Transfer& x) {
+    return x.kind == TransferKind::kGradientsOut && x.microbatch == mb;
+  });
+  if (!planned) return absl::OkStatus();
+  std::vector<std::vector<at::Tensor>> grads;
+  HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
+    auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id, ", microbatch ", mb));
+    grads = GradientsOf(w);
+    for (auto& ps : w.params) {
+      for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
+    }
+  }, absl::StatusCode::kInternal));
+  HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+  // On this thread: the next microbatch's backward starts once they are on
+  // the host, so they never exist beside its fresh ones.
+  return CopyGradientsOut(t, d, grads, 0, absl::StrCat(" #", mb));
+}
+
+absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d,
+                                             const std::vector<std::vector<at::Tensor>>& grads,
+                                             uint64_t extra_bytes, const std::string& what) {
+  const double start = Now();
+  uint64_t bytes = extra_bytes;
+  HARMONY_RETURN_IF_ERROR(CallTorch("gradients out", [&] {
+    auto on_host = PlaceOnHost();
+    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+      std::vector<at::Tensor> gs = grads[k - t.vlayers.begin];
+      for (at::Tensor& g : gs) {
+        if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
+      }
+      bytes += host->AddGradients(k, gs);
+    }
+  }, absl::StatusCode::kInternal));
+  Link(1, bytes, start);
+  counts[kGradientsOut] += bytes;
+  Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1, what),
+        start);
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<at::Tensor>> Runtime::Impl::GradientsOf(const DeviceWeights& w) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& ps : w.params) {
+    std::vector<at::Tensor> gs;
+    for (const at::Tensor& p : ps) {
+      gs.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+    }
+    out.push_back(std::move(gs));
+  }
+  return out;
+}
+
+absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& w) {
+  bool reduce = false, out = false;
+  for (const Transfer& x : t.transfers) {
+    reduce = reduce || x.kind == TransferKind::kGradientReduce;
+    out = out || x.kind == TransferKind::kGradientsOut;
+  }
+  std::vector<std::vector<at::Tensor>> grads;
+  HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
+    auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id));
+    grads = GradientsOf(w);
+  }, absl::StatusCode::kInternal));
+  // They leave this thread: to the device that sums, or the copy-out.
+  HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+  if (reduce && !out) {
+    // Hand them to the device that sums, and wait until it has (a
+    // collective, as the plan has it): the gradients live on this device
+    // until then, so its next task must not start beside them.
+    const double start = Now();
+    std::unique_lock<std::mutex> lock(mu);
+    reduce_slots[t.id] = std::move(grads);
+    cv.notify_all();
+    cv.wait(lock, [&] { return !error.ok() || reduced.count(t.id) > 0; });
+    wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+    return absl::OkStatus();
+  }
+  if (reduce) {
+    // Sum the other devices' gradients of this pack, in device order.
+    for (const Task& other : graph.tasks) {
+      if (other.kind != TaskKind::kBackward || other.pack != t.pack || other.id == t.id) continue;
+      const double start = Now();
+      std::vector<std::vector<at::Tensor>> theirs;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !error.ok() || reduce_slots.count(other.id) > 0; });
+        if (!error.ok()) return absl::CancelledError("stopped: another task failed");
+        theirs = std::move(reduce_slots[other.id]);
+        reduce_slots.erase(other.id);
+      }
+      uint64_t bytes = 0;
+      HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
+        auto scope = devices[d]->Place(absl::StrCat("reducing gradients of task ", t.id));
+        // One parameter's copy at a time, summed in place: the same
+        // sums as out of place, without a second copy of the gradients.
+        for (size_t k = 0; k < grads.size(); ++k) {
+          for (size_t j = 0; j < grads[k].size(); ++j) {
+            const at::Tensor copy =
+                devices[d]->ToDevice(theirs[k][j], "reducing gradients").toTensor();
+            bytes += copy.nbytes();
+            grads[k][j].add_(copy);
+          }
+        }
+      }, absl::StatusCode::kInternal));
+      HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+      theirs.clear();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        reduced.insert(other.id);
+        cv.notify_all();
+      }
+      counts[kPeerBytes] += bytes;
+      wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      Trace(d, kPeer, absl::StrCat("reduce from task ", other.id), start);
+    }
+  }
+  if (!out) return absl::OkStatus();
+  // The plan sends a fused forward's updated buffers with the gradients
+  // when this device keeps the statistics (its bytes say so); they are
+  // small and copied now.
+  uint64_t planned = 0, gradient_bytes = 0;
+  for (const Transfer& x : t.transfers) {
+    // The task's own (not those sent after a microbatch of a host-summed pack).
+    if (x.kind == TransferKind::kGradientsOut && x.microbatch < 0) planned += x.bytes;
+  }
+  for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+    gradient_bytes += host->owned_gradient_bytes(k);
+  }
+  const uint64_t buffer_bytes = t.fused_loss && planned > gradient_bytes ? StoreBuffers(w) : 0;
+  // A pack summed on the host sends its last microbatch's gradients on this
+  // thread too, as it sent the others: the plan has the device's next task
+  // start once they are out, not beside them.
+  if (planner::SumsGradientsOnHost(t)) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
+  // The gradients go to the host on the copy-out stream, which holds them
+  // on the device until they are there.
+  devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
+    absl::Status copied = CopyGradientsOut(t, d, grads, buffer_bytes, "");
+    if (!copied.ok()) return Fail(copied);
+  });
+  return absl::OkStatus();
+}
+
+std::future<Runtime::Impl::WeightsResult> Runtime::Impl::PostWeights(int d, int id, int room_of,
+                                                                     std::string label) {
+  auto promise = std::make_shared<std::promise<WeightsResult>>();
+  std::future<WeightsResult> result = promise->get_future();
+  devices[d]->weights().Post([this, d, id, room_of, label = std::move(label), promise] {
+    promise->set_value(LoadWeights(d, id, room_of, label));
+  });
+  return result;
+}
+
+}  // namespace harmony::executor

@@ -1,0 +1,224 @@
+// The simulator's machine (internal to planner/sim): the operations of one
+// iteration on their streams, the memory each holds, and the simulation
+// class. sim_build.cc turns a task graph into operations and holds (Build);
+// simulator.cc schedules them on the streams and the host link (Schedule),
+// sweeps the memory (Collect) and writes the trace.
+//
+// Thread-safety: a Sim is confined to the thread that runs it.
+
+#ifndef HARMONY_PLANNER_SIM_SIM_H_
+#define HARMONY_PLANNER_SIM_SIM_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/search/cost_model.h"
+#include "planner/search/task_graph.h"
+#include "planner/sim/simulator.h"
+
+namespace harmony::planner::sim_internal {
+
+enum Link { kNoLink = -1, kToDevice = 0, kToHost = 1 };
+
+struct Op {
+  int device = 0;  // -1: host CPU.
+  Stream stream = kCompute;
+  Link link = kNoLink;
+  double duration = 0;
+  std::vector<int> deps;
+  std::string name;
+  double start = -1;
+  double end = -1;
+};
+
+// Memory held on a device from the start of one op to the end of another.
+struct Hold {
+  int device;
+  uint64_t bytes;
+  int from_op;      // Allocated when this op starts...
+  int until_op;     // ...freed when this op ends.
+  // Or when this op starts, if earlier: a prefetch's buffer is allocated
+  // when the task it overlaps starts, however late the copy begins.
+  int or_from_op = -1;
+  // Held at least until the device's next task after this one has ended: a
+  // copy out runs on its own thread in the runtime and may be that late
+  // however fast the link (the runtime starts the task after that next one
+  // only once the copy is done).
+  // (The task's position in its device's list; -1: no such bound.)
+  int at_least_past_position = -1;
+  // Allocated when from_op ends rather than starts: what a compute makes
+  // counts in its working set until then.
+  bool from_end = false;
+  // And not before these ops have ended (copies other devices take of it).
+  std::vector<int> until_also;
+};
+
+class Sim {
+ public:
+  Sim(const CostModel& m, const TaskGraph& g) : m_(m), g_(g), c_(g.config) {
+    const LinkBandwidths& bw = m.bandwidths();
+    const bool shared = c_.num_devices > 1;
+    to_device_bw_ = shared ? std::min(bw.host_to_device, bw.host_all_devices)
+                           : bw.host_to_device;
+    to_host_bw_ = shared ? std::min(bw.device_to_host, bw.host_all_devices)
+                         : bw.device_to_host;
+    peer_bw_ = bw.peer;
+    transfer_latency_ = bw.transfer_latency_s;
+  }
+
+  absl::StatusOr<SimResult> Run(bool keep_events) {
+    keep_events_ = keep_events;
+    Build();
+    if (auto s = Schedule(); !s.ok()) return s;
+    return Collect(keep_events);
+  }
+
+ private:
+  // An op's name, made only when the caller keeps the events (names are
+  // most of the allocations of a search's many simulations).
+  template <typename F>
+  std::string Name(F make) const {
+    return keep_events_ ? make() : std::string();
+  }
+
+  int Add(int device, Stream stream, Link link, double duration, std::vector<int> deps,
+          std::string name) {
+    Op op;
+    op.device = device;
+    op.stream = stream;
+    op.link = link;
+    // A host transfer's fixed cost holds its stream and the link.
+    op.duration = duration + (link != kNoLink ? transfer_latency_ : 0.0);
+    op.deps = std::move(deps);
+    op.name = std::move(name);
+    ops_.push_back(std::move(op));
+    const int id = static_cast<int>(ops_.size()) - 1;
+    if (device >= 0 && !first_op_on_.count(device)) first_op_on_[device] = id;
+    const size_t q = Queue(device, stream);
+    if (queues_.size() <= q) queues_.resize(q + 1);
+    queues_[q].push_back(id);
+    return id;
+  }
+
+  // The task's transfers of `kind` for microbatch `mb` (-1: the task's own),
+  // from an index built once per task.
+  const std::vector<const Transfer*>& Find(const Task& t, TransferKind kind, int mb) {
+    auto& index = index_[t.id];
+    if (index.empty()) {
+      index.resize((t.microbatches.size() + 1) * kKinds);
+      for (const Transfer& x : t.transfers) {
+        const size_t slot = static_cast<size_t>(x.microbatch + 1) * kKinds +
+                            static_cast<size_t>(x.kind);
+        if (slot < index.size()) index[slot].push_back(&x);
+      }
+    }
+    const size_t slot = static_cast<size_t>(mb + 1) * kKinds + static_cast<size_t>(kind);
+    return slot < index.size() ? index[slot] : empty_;
+  }
+
+  static bool Aligned(const Task& a, const Task& b) {
+    return a.microbatches.size() == b.microbatches.size() &&
+           a.microbatches.front().size == b.microbatches.front().size;
+  }
+
+  // The ops of task `producer` that send `kind` to `consumer`, for the
+  // consumer's microbatch `mb`: the same microbatch when the two tasks'
+  // microbatches align, else those whose samples overlap it (the runtime's
+  // mailbox waits for exactly the rows it needs).
+  std::vector<int> Sends(int producer, TransferKind kind, int consumer, int mb) {
+    std::vector<int> out;
+    const Task& from = g_.tasks[producer];
+    const Task& to = g_.tasks[consumer];
+    const bool aligned = Aligned(from, to);
+    auto it = sends_.find({producer, static_cast<int>(kind), consumer});
+    if (it == sends_.end()) return out;
+    const bool known = mb >= 0 && mb < static_cast<int>(to.microbatches.size());
+    const int lo = known ? to.microbatches[mb].offset : 0;
+    const int hi = known ? lo + to.microbatches[mb].size : 0;
+    for (const auto& [m, op] : it->second) {
+      if (aligned) {
+        if (m == mb) out.push_back(op);
+        continue;
+      }
+      if (!known || m < 0 || m >= static_cast<int>(from.microbatches.size())) {
+        out.push_back(op);
+        continue;
+      }
+      const Microbatch& p = from.microbatches[m];
+      if (p.offset < hi && p.offset + p.size > lo) out.push_back(op);
+    }
+    return out;
+  }
+
+  // For each task, per device: the latest task on that device it waits
+  // for, directly or not (data it reads, and the tasks before it on its own
+  // device); -1 if none.
+  std::vector<std::vector<int>> LatestAncestors() const {
+    const int n = static_cast<int>(g_.tasks.size());
+    std::vector<std::vector<int>> reach(n, std::vector<int>(c_.num_devices, -1));
+    std::vector<int> last_on(c_.num_devices, -1);
+    auto merge = [&](std::vector<int>& into, const std::vector<int>& from) {
+      for (int d = 0; d < c_.num_devices; ++d) into[d] = std::max(into[d], from[d]);
+    };
+    for (const Task& t : g_.tasks) {
+      std::vector<int>& r = reach[t.id];
+      for (int dep : t.depends_on) merge(r, reach[dep]);
+      if (t.kind == TaskKind::kUpdate) continue;  // Runs on the host.
+      if (last_on[t.device] >= 0) merge(r, reach[last_on[t.device]]);
+      r[t.device] = t.id;
+      last_on[t.device] = t.id;
+    }
+    return reach;
+  }
+
+  // The ops and holds of every task (sim_build.cc).
+  void Build();
+
+  // Streams in one flat index: the host's CPU first, then each device's.
+  static size_t Queue(int device, Stream stream) {
+    return static_cast<size_t>(device + 1) * kNumStreams + stream;
+  }
+
+  // Starts every op on its stream (list scheduling; simulator.cc).
+  absl::Status Schedule();
+
+  // When a hold's bytes are allocated and freed.
+  std::pair<double, double> Span(const Hold& h) const;
+
+  double TaskEnd(int task) const;
+
+  // Times, busy streams, bytes, memory peaks (simulator.cc).
+  SimResult Collect(bool keep_events);
+
+  const CostModel& m_;
+  const TaskGraph& g_;
+  const Config& c_;
+  bool keep_events_ = false;
+  double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1, transfer_latency_ = 0;
+  std::vector<Op> ops_;
+  std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
+  // (task, kind, to) -> (microbatch, op) of its sends.
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
+  static constexpr size_t kKinds = 11;  // TransferKind values.
+  std::map<int, std::vector<std::vector<const Transfer*>>> index_;
+  const std::vector<const Transfer*> empty_;
+  std::vector<int> first_compute_, weight_op_;
+  std::vector<int> first_input_;  // A task's last host input of its first microbatch.
+  std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
+  std::vector<std::vector<int>> end_ops_;
+  std::vector<Hold> holds_;
+  std::map<int, std::vector<int>> weights_holder_;  // Task -> its weights' holds.
+  std::map<int, std::vector<int>> peer_copies_;     // Task -> copies of its weights.
+  std::map<int, int> first_op_on_;     // Device -> its first op.
+};
+
+}  // namespace harmony::planner::sim_internal
+
+#endif  // HARMONY_PLANNER_SIM_SIM_H_

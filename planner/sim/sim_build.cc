@@ -1,0 +1,346 @@
+// Sim::Build (sim.h): the operations and memory holds of every task of the
+// graph, as the runtime runs them (see simulator.h for the machine).
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "planner/sim/sim.h"
+
+namespace harmony::planner::sim_internal {
+
+void Sim::Build() {
+  const int n = static_cast<int>(g_.tasks.size());
+  first_compute_.assign(n, -1);
+  first_input_.assign(n, -1);
+  weight_op_.assign(n, -1);
+  end_ops_.assign(n, {});
+  std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
+  std::map<int, int> kept_for;                     // Task -> who kept its weights.
+  for (const Task& t : g_.tasks) {
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kKeepResident) kept_for[x.peer_task] = t.id;
+    }
+  }
+  // Collective reductions: pack -> per device last compute.
+  std::map<int, std::vector<int>> reduce_waiting;
+  // A pack's reduction moves every sender's gradients into device 0 one
+  // after another; each participant is held until it is done.
+  std::map<int, uint64_t> reduce_bytes;
+  for (const Task& t : g_.tasks) {
+    if (t.kind != TaskKind::kBackward) continue;
+    for (const Transfer* x : Find(t, TransferKind::kGradientReduce, -1)) {
+      reduce_bytes[t.pack] += x->bytes;
+    }
+  }
+  const std::vector<std::vector<int>> reach = LatestAncestors();
+  for (const Task& t : g_.tasks) {
+    const int d = t.device;
+    const std::string label = Name([&] {
+      return absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-", t.vlayers.end - 1);
+    });
+    if (t.kind == TaskKind::kUpdate) {
+      // Across servers the update thread first sums the gradients over
+      // the network, then steps (HostStore::Update).
+      Add(-1, kCompute, kNoLink,
+          m_.ReduceSeconds(t.vlayers.begin, t.vlayers.end) +
+              m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end),
+          gradients_out[t.id], Name([&] { return label; }));
+      continue;
+    }
+    // Weights: swapped in during the previous task on the device when it
+    // prefetches them, i.e. once the task before that one has finished and
+    // released its weights (double buffering: two tasks' weights at most).
+    const int position = static_cast<int>(device_tasks_[d].size());
+    device_tasks_[d].push_back(t.id);
+    // Copied from another device (vDP peer weights): once the source has
+    // swapped them in; the source holds its copy until every copy is done
+    // and swaps nothing into that place before.
+    auto slot_deps = [&](int task) {
+      std::vector<int> deps = end_ops_[task];
+      auto copies = peer_copies_.find(task);
+      if (copies != peer_copies_.end()) {
+        deps.insert(deps.end(), copies->second.begin(), copies->second.end());
+      }
+      return deps;
+    };
+    for (const Transfer* w : Find(t, TransferKind::kWeightsIn, -1)) {
+      std::vector<int> deps;
+      if (w->peer_task >= 0 && position >= 2) {
+        deps = slot_deps(device_tasks_[d][position - 2]);
+      } else if (w->peer_task < 0 && position >= 1) {
+        // Not prefetched: after the previous task.
+        deps = slot_deps(device_tasks_[d][position - 1]);
+      }
+      int op;
+      if (w->channel == Channel::kPeer) {
+        const int source = device_tasks_.at(w->peer_device).at(position);
+        deps.push_back(weight_op_[source]);
+        op = Add(d, kWeightsIn, kNoLink, w->bytes / peer_bw_, deps,
+                 Name([&] { return absl::StrCat("weights from device ", w->peer_device, " ",
+                                                label); }));
+        peer_copies_[source].push_back(op);
+        for (int h : weights_holder_[source]) holds_[h].until_also.push_back(op);
+      } else {
+        op = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
+                 Name([&] { return absl::StrCat("weights in ", label); }));
+      }
+      weight_op_[t.id] = op;
+      const int during = w->peer_task >= 0 ? first_compute_[w->peer_task] : -1;
+      holds_.push_back({d, w->bytes, op, -(t.id + 1), during});
+      weights_holder_[t.id].push_back(static_cast<int>(holds_.size()) - 1);
+    }
+    if (weight_op_[t.id] < 0 && kept_for.count(t.id)) {
+      // Kept resident by the previous task on the device: extend its hold.
+      auto it = weights_holder_.find(kept_for[t.id]);
+      if (it != weights_holder_.end()) {
+        for (int h : it->second) holds_[h].until_op = -(t.id + 1);
+        weights_holder_[t.id] = it->second;
+      }
+    }
+    // Tasks on a device run one after another, as the runtime runs them.
+    const std::vector<int> after_all =
+        position >= 1 ? end_ops_[device_tasks_[d][position - 1]] : std::vector<int>{};
+    // Only the task's first op on each stream waits for them: the stream
+    // runs the rest after it (a task ends with an op per microbatch, so
+    // listing them on every op made the graph quadratic).
+    const std::vector<int> none;
+    bool swap_in_waited = false, compute_waited = false;
+    auto after_for = [&](bool& waited) -> const std::vector<int>& {
+      if (waited) return none;
+      waited = true;
+      return after_all;
+    };
+    int last_compute = -1;
+    // A pack summed on the host sends its gradients out after each
+    // microbatch but the last (Config::host_sums).
+    const bool host_summed = SumsGradientsOnHost(t);
+    int summed_out = -1;
+    for (const Microbatch& mb : t.microbatches) {
+      std::vector<int> inputs;
+      uint64_t in_bytes = 0;
+      struct PeerIn {
+        uint64_t bytes;
+        int send_op;
+        int early_op;
+      };
+      std::vector<PeerIn> pending_peer;
+      int first_in = -1;
+      // What tasks on this device computed for this one: each held from
+      // its sender's compute (from its end when a backward made it:
+      // gradients of the inputs appear at the end, inside that compute's
+      // working set).
+      struct LocalIn {
+        uint64_t bytes;
+        int send_op;
+        bool from_end;
+      };
+      std::vector<LocalIn> locals;
+      for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
+        const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_,
+                           after_for(swap_in_waited),
+                           Name([&] { return absl::StrCat("data in ", label, " #", mb.index); }));
+        inputs.push_back(op);
+        in_bytes += x->bytes;
+        if (first_in < 0) first_in = op;
+      }
+      for (TransferKind kind : {TransferKind::kActivationsIn, TransferKind::kStashIn}) {
+        const TransferKind send = kind == TransferKind::kActivationsIn
+                                      ? TransferKind::kActivationsOut
+                                      : TransferKind::kStashOut;
+        for (const Transfer* x : Find(t, kind, mb.index)) {
+          std::vector<int> from = Sends(x->peer_task, send, t.id, mb.index);
+          if (x->channel == Channel::kPeer) {
+            // The sender copies into this device when it has computed:
+            // in the runtime that can be as soon as this device has
+            // finished the last task the sender depends on, however far
+            // ahead of this simulation the sender runs. Held from then.
+            inputs.insert(inputs.end(), from.begin(), from.end());
+            const int q = reach[x->peer_task][d];
+            const auto first = first_op_on_.find(d);  // None yet: from the send.
+            const int early = q >= 0 && !end_ops_[q].empty() ? end_ops_[q].front()
+                              : first != first_op_on_.end() ? first->second
+                                                            : -1;
+            pending_peer.push_back({x->bytes, from.empty() ? -1 : from.front(), early});
+            continue;
+          }
+          if (x->channel == Channel::kLocal) {
+            inputs.insert(inputs.end(), from.begin(), from.end());
+            locals.push_back({x->bytes, from.empty() ? -1 : from.front(),
+                              g_.tasks[x->peer_task].kind == TaskKind::kBackward});
+            continue;
+          }
+          in_bytes += x->bytes;
+          std::vector<int> deps = from;
+          const std::vector<int>& after = after_for(swap_in_waited);
+          deps.insert(deps.end(), after.begin(), after.end());
+          const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
+                             Name([&] { return absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
+                                                                         : "activations in ",
+                                          label, " #", mb.index); }));
+          inputs.push_back(op);
+          if (first_in < 0) first_in = op;
+        }
+      }
+      std::vector<int> deps = inputs;
+      const std::vector<int>& after = after_for(compute_waited);
+      deps.insert(deps.end(), after.begin(), after.end());
+      if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
+      // Summed on the host: the previous microbatch's gradients have left.
+      if (summed_out >= 0) deps.push_back(summed_out);
+      const double seconds =
+          t.kind == TaskKind::kForward
+              ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
+              : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
+      const int compute = Add(d, kCompute, kNoLink, seconds, deps,
+                              Name([&] { return absl::StrCat(label, " #", mb.index); }));
+      if (first_compute_[t.id] < 0) {
+        first_compute_[t.id] = compute;
+        for (int op : inputs) {
+          if (ops_[op].device == d && ops_[op].stream == kSwapIn) first_input_[t.id] = op;
+        }
+      }
+      last_compute = compute;
+      end_ops_[t.id].push_back(compute);
+      if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
+      for (const LocalIn& l : locals) {
+        if (l.bytes == 0) continue;
+        holds_.push_back({d, l.bytes, l.send_op >= 0 ? l.send_op : compute, compute, -1, -1,
+                          l.send_op >= 0 && l.from_end});
+      }
+      for (const PeerIn& p : pending_peer) {
+        holds_.push_back({d, p.bytes, p.send_op >= 0 ? p.send_op : compute, compute, p.early_op});
+      }
+      // Working set while computing, beyond the weights, gradients and
+      // inputs held above (the targets of a fused loss are in its inputs).
+      const int u = mb.size;
+      uint64_t working = 0;
+      if (t.kind == TaskKind::kForward) {
+        working = m_.ForwardWorkingBytes(t.vlayers.begin, t.vlayers.end, u);
+      } else {
+        // As from the second microbatch on, with the gradients allocated
+        // (held below): a first microbatch, whose backward makes them as
+        // it goes, needs less. (Holding them only from the end of the
+        // first microbatch, with BackwardWorkingBytes(first = true) before,
+        // matched the bench's 34 MiB GPT within 5% but fell 12% short of the
+        // runtime's peak on runtime_test's small models. Part of that was
+        // the runtime holding every output of a pack until its backward
+        // ended (fixed); with that fixed, GPipe's one-microbatch tasks still
+        // went 1-10% over their planned peaks in 10 of 16 loaded test runs,
+        // against none with this model. So a task's gradients are counted
+        // from its start, with the transient of accumulating into them.)
+        working = m_.BackwardWorkingBytes(t.vlayers.begin, t.vlayers.end, u, host_summed);
+        // Summed on the host, each microbatch makes its gradients as the
+        // first does; held below when the profile's first peaks do not.
+        if (host_summed && !m_.first_working_has_gradients()) {
+          working += m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
+        }
+        const uint64_t targets = t.fused_loss ? m_.TargetBytes(u) : 0;
+        working = working > targets ? working - targets : 0;
+      }
+      holds_.push_back({d, working, compute, compute});
+      if (host_summed) {
+        // This microbatch's gradients, from the end of its compute until
+        // they are on the host (the last microbatch's go with the task's
+        // gradients out, below); the next microbatch waits for them.
+        summed_out = -1;
+        for (const Transfer* x : Find(t, TransferKind::kGradientsOut, mb.index)) {
+          summed_out = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {compute},
+                           Name([&] { return absl::StrCat("gradients out ", label, " #",
+                                                          mb.index); }));
+          gradients_out[x->peer_task].push_back(summed_out);
+          holds_.push_back({d, x->bytes, compute, summed_out, -1, -1, true});
+        }
+      }
+      // Outputs.
+      uint64_t out_bytes = 0;
+      int last_out = compute;
+      for (TransferKind kind : {TransferKind::kActivationsOut, TransferKind::kStashOut}) {
+        for (const Transfer* x : Find(t, kind, mb.index)) {
+          if (x->channel == Channel::kLocal) {  // Stays: nothing to copy.
+            sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back(
+                {mb.index, compute});
+            continue;
+          }
+          int op;
+          if (x->channel == Channel::kPeer) {
+            op = Add(d, kPeer, kNoLink, x->bytes / peer_bw_, {compute},
+                     Name([&] { return absl::StrCat("to device ", x->peer_device, " ", label, " #",
+                                  mb.index); }));
+          } else {
+            op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {compute},
+                     Name([&] { return absl::StrCat(kind == TransferKind::kStashOut ? "stash out "
+                                                                  : "activations out ",
+                                  label, " #", mb.index); }));
+          }
+          sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
+          out_bytes += x->bytes;
+          // The compute thread copies to a peer itself; what goes to the
+          // host leaves on the copy-out stream while the device goes on.
+          if (x->channel == Channel::kPeer) end_ops_[t.id].push_back(op);
+          last_out = op;
+        }
+      }
+      // A backward's outputs (the gradients of its inputs) appear at its
+      // end, inside its working set until then.
+      if (out_bytes > 0) {
+        holds_.push_back({d, out_bytes, compute, last_out, -1, -1,
+                          t.kind == TaskKind::kBackward});
+      }
+    }
+    for (const Transfer* x : Find(t, TransferKind::kBuffersOut, -1)) {
+      Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {last_compute},
+          Name([&] { return absl::StrCat("buffers out ", label); }));
+    }
+    if (t.kind != TaskKind::kBackward) continue;
+    const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
+    int grads_free = last_compute;
+    int reduce = -1;
+    if (!Find(t, TransferKind::kGradientReduce, -1).empty()) {  // One per task.
+      reduce = Add(d, kPeer, kNoLink, reduce_bytes[t.pack] / peer_bw_, {last_compute},
+                   Name([&] { return absl::StrCat("reduce ", label); }));
+      reduce_waiting[t.pack].push_back(reduce);
+      // A receive buffer: the runtime sums one parameter's copy at a time;
+      // a vLayer's gradients bound it.
+      uint64_t largest = 0;
+      for (int l = t.vlayers.begin; l < t.vlayers.end; ++l) {
+        largest = std::max(largest, m_.GradientBytes(l, l + 1));
+      }
+      holds_.push_back({d, largest, reduce, reduce});
+      grads_free = reduce;
+      end_ops_[t.id].push_back(reduce);
+    }
+    for (const Transfer* x : Find(t, TransferKind::kGradientsOut, -1)) {
+      std::vector<int> deps = {last_compute};
+      if (reduce >= 0) deps.push_back(reduce);
+      const int op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, deps,
+                         Name([&] { return absl::StrCat("gradients out ", label); }));
+      gradients_out[x->peer_task].push_back(op);
+      grads_free = op;
+      // Summed on the host, they leave on the compute thread: the device's
+      // next task starts once they are out.
+      if (host_summed) end_ops_[t.id].push_back(op);
+    }
+    if (host_summed) {
+      // The last microbatch's, from the end of its compute.
+      holds_.push_back({d, grads, last_compute, grads_free, -1, -1, true});
+    } else {
+      holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, position});
+    }
+  }
+  // A reduction starts when every device has its gradients.
+  for (const auto& [pack, ops] : reduce_waiting) {
+    std::vector<int> computes;
+    for (int op : ops) computes.push_back(ops_[op].deps.front());
+    for (int op : ops) {
+      for (int c : computes) {
+        if (std::find(ops_[op].deps.begin(), ops_[op].deps.end(), c) == ops_[op].deps.end()) {
+          ops_[op].deps.push_back(c);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace harmony::planner::sim_internal
