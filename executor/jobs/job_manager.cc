@@ -31,7 +31,7 @@
 #include "executor/jobs/job_store.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/runtime.h"
-#include "planner/plan/plan_builder.h"
+#include "plan/plan_reader.h"
 
 namespace harmony::executor {
 namespace {
@@ -270,7 +270,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   }
   // The plan's task graph must be well-formed (same check the runtime makes).
   HARMONY_RETURN_IF_ERROR(
-      common::Annotate(planner::TaskGraphFromPlan(plan).status(), "malformed plan"));
+      common::Annotate(plan::TaskGraphFromPlan(plan).status(), "malformed plan"));
   const auto& config = plan.config();
   const common::DeviceSpec& devices = impl_->options.devices;
   if (static_cast<int>(config.num_devices()) > devices.count) {

@@ -37,14 +37,12 @@ c10::IValue OwnStorage(const c10::IValue& v) {
 
 }  // namespace
 
-Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb) {
+Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d, const plan::Microbatch& mb) {
   HostInputs in;
   auto scope = devices[d]->Place(absl::StrCat("inputs of task ", t.id, ", microbatch ", mb.index));
   const double start = Now();
   uint64_t data_bytes = 0, target_bytes = 0;
-  HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* data_refs, common::Lookup(data_routes, t.id, [&] {
-    return absl::StrCat("the data that task ", t.id, " reads");
-  }));
+  HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* data_refs, routes.DataOf(t));
   for (const Ref& r : *data_refs) {
     if (r.second < 0 || r.second >= static_cast<int>(batch_inputs.size())) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -96,7 +94,7 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
   return in;
 }
 
-std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Task& t, int d, const planner::Microbatch& mb) {
+std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Task& t, int d, const plan::Microbatch& mb) {
   auto promise = std::make_shared<std::promise<HostInputsResult>>();
   std::future<HostInputsResult> result = promise->get_future();
   devices[d]->copy_in().Post([this, &t, d, mb, promise] {
@@ -111,7 +109,7 @@ std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Tas
   return result;
 }
 
-absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const planner::Microbatch& mb,
+absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const plan::Microbatch& mb,
                            std::future<HostInputsResult>& host,
                            std::map<Ref, c10::IValue>& values,
                            std::vector<std::map<Ref, c10::IValue>>* gradients) {
@@ -141,7 +139,7 @@ absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const planner::M
   return absl::OkStatus();
 }
 
-absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const planner::Microbatch& mb,
+absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const plan::Microbatch& mb,
                          const std::map<Ref, c10::IValue>& values) {
   struct HostSend {
     int to;
@@ -153,7 +151,7 @@ absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const planner::Mic
     if (x.microbatch != mb.index || !IsOutput(x)) continue;
     const Task& to = graph.tasks[x.peer_task];
     const double start = Now();
-    HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* route, RouteOf(t, x));
+    HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* route, routes.Of(t, x));
     const std::vector<Ref>& refs = *route;
     Piece piece;
     piece.offset = mb.offset;

@@ -23,7 +23,7 @@
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "executor/runtime/runtime.h"
-#include "planner/plan/plan_builder.h"
+#include "plan/plan_reader.h"
 
 namespace harmony::executor {
 namespace {
@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
                                                           torch::jit::Module& model,
                                                           const common::TrainingData& data_in,
                                                           const ReferenceOptions& options) {
-  HARMONY_ASSIGN_OR_RETURN(planner::TaskGraph graph, planner::TaskGraphFromPlan(plan));
+  HARMONY_ASSIGN_OR_RETURN(plan::TaskGraph graph, plan::TaskGraphFromPlan(plan));
   const int minibatch = graph.config.minibatch;
   // On the intra-op threads of the runtime's devices: some kernels round
   // differently at another count.
@@ -74,9 +74,9 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
   // The plan's microbatches: those of the last backward pack's tasks.
   std::set<std::pair<int, int>> microbatches;
   const int last = static_cast<int>(graph.config.backward_packs.size()) - 1;
-  for (const planner::Task& t : graph.tasks) {
-    if (t.kind != planner::TaskKind::kBackward || t.pack != last) continue;
-    for (const planner::Microbatch& mb : t.microbatches) microbatches.insert({mb.offset, mb.size});
+  for (const plan::Task& t : graph.tasks) {
+    if (t.kind != plan::TaskKind::kBackward || t.pack != last) continue;
+    for (const plan::Microbatch& mb : t.microbatches) microbatches.insert({mb.offset, mb.size});
   }
   std::vector<int> cuts(plan.model().decomposition().cut_points().begin(),
                         plan.model().decomposition().cut_points().end());

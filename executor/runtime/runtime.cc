@@ -31,19 +31,19 @@
 #include "executor/runtime/mailbox.h"
 #include "executor/runtime/runtime_impl.h"
 #include "executor/runtime/trace.h"
-#include "planner/plan/plan_builder.h"
+#include "plan/plan_reader.h"
 
 namespace harmony::executor {
 namespace {
 
 using common::CallTorch;
-using planner::Channel;
-using planner::PackRange;
-using planner::Task;
-using planner::TaskGraph;
-using planner::TaskKind;
-using planner::Transfer;
-using planner::TransferKind;
+using plan::Channel;
+using plan::PackRange;
+using plan::Task;
+using plan::TaskGraph;
+using plan::TaskKind;
+using plan::Transfer;
+using plan::TransferKind;
 
 using Clock = std::chrono::steady_clock;
 
@@ -130,8 +130,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->plan = plan;
-  HARMONY_ASSIGN_OR_RETURN(impl->graph, planner::TaskGraphFromPlan(plan));
-  const planner::Config& config = impl->graph.config;
+  HARMONY_ASSIGN_OR_RETURN(impl->graph, plan::TaskGraphFromPlan(plan));
+  const plan::Config& config = impl->graph.config;
   impl->minibatch = config.minibatch;
 
   // The denormal policy, set before the devices' copy threads start (they
@@ -202,25 +202,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     }
   }
 
-  impl->readers.resize(impl->dec->num_vlayers());
-  for (const common::VLayerInfo& v : impl->dec->vlayers()) {
-    for (const common::ValueSource& s : v.inputs) {
-      if (s.producer >= 0) impl->readers[s.producer][s.index].insert(v.index);
-    }
-  }
-  // Which outputs are batched, from every profiled size.
-  for (const proto::VLayerProfile& v : plan.profile().vlayers()) {
-    std::vector<bool> b;
-    for (int r = 0; r < v.by_microbatch_size(); ++r) {
-      const auto& m = v.by_microbatch(r);
-      b.resize(std::max<size_t>(b.size(), m.outputs_size()), true);
-      for (int i = 0; i < m.outputs_size(); ++i) {
-        const proto::TensorMeta& t = m.outputs(i);
-        if (t.shape_size() == 0 || t.shape(0) != static_cast<int64_t>(m.size())) b[i] = false;
-      }
-    }
-    impl->batched.push_back(std::move(b));
-  }
+  HARMONY_ASSIGN_OR_RETURN(impl->routes, Routes::Create(impl->graph, *impl->dec, plan.profile()));
 
   // The host store.
   HARMONY_ASSIGN_OR_RETURN(impl->host,
@@ -235,18 +217,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
           ": the rank must be in [0, size) and the world needs its collectives"));
     }
     if (world.shard_optimizer_state) impl->host->ShardOptimizerState(world);
-  }
-  for (const Task& t : impl->graph.tasks) {
-    impl->data_routes[t.id] = impl->RefsBetween({-1, 0}, t.vlayers);
-    for (const Transfer& x : t.transfers) {
-      if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
-      if (x.peer_task < 0 || x.peer_task >= static_cast<int>(impl->graph.tasks.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "malformed plan: task ", t.id, " sends to task ", x.peer_task, ", which does not exist"));
-      }
-      impl->routes[{t.id, x.peer_task, static_cast<int>(x.kind)}] =
-          impl->Route(t, impl->graph.tasks[x.peer_task], x.kind);
-    }
   }
   // Weights copied from another device: from its task at the same place in
   // its list (the same pack and kind), which swaps them in from the host.

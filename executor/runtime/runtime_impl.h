@@ -38,20 +38,21 @@
 #include "executor/runtime/host_link.h"
 #include "executor/runtime/host_store.h"
 #include "executor/runtime/mailbox.h"
+#include "executor/runtime/routes.h"
 #include "executor/runtime/runtime.h"
 #include "executor/runtime/trace.h"
-#include "planner/plan/plan_builder.h"
+#include "plan/plan_reader.h"
 
 namespace harmony::executor {
 
 struct Runtime::Impl {
-  using Channel = planner::Channel;
-  using PackRange = planner::PackRange;
-  using Task = planner::Task;
-  using TaskGraph = planner::TaskGraph;
-  using TaskKind = planner::TaskKind;
-  using Transfer = planner::Transfer;
-  using TransferKind = planner::TransferKind;
+  using Channel = plan::Channel;
+  using PackRange = plan::PackRange;
+  using Task = plan::Task;
+  using TaskGraph = plan::TaskGraph;
+  using TaskKind = plan::TaskKind;
+  using Transfer = plan::Transfer;
+  using TransferKind = plan::TransferKind;
 
   // A pack's weights on a device.
   struct DeviceWeights {
@@ -73,10 +74,8 @@ struct Runtime::Impl {
   bool takes_targets = false;
   std::unique_ptr<HostStore> host;
   std::vector<std::unique_ptr<Device>> devices;
-  // Tensors each out transfer carries, by (task, receiving task, kind), and
-  // forward's arguments each task reads; fixed at Create.
-  std::map<std::tuple<int, int, int>, std::vector<Ref>> routes;
-  std::map<int, std::vector<Ref>> data_routes;
+  // What travels between tasks (immutable after Create).
+  Routes routes;
   // Tasks each update waits for.
   std::map<int, std::vector<int>> update_deps;
   // vDP weights copied from another device (WEIGHTS_IN over PEER): the task
@@ -85,21 +84,6 @@ struct Runtime::Impl {
   std::map<int, int> weights_source;
   std::map<int, int> weights_copies;
   std::vector<int> position_of;
-  // readers[k][i]: the vLayers reading output i of vLayer k, in order. A
-  // value may be read by several vLayers of one pack and by later packs (a
-  // rotary table or a mask sliced once and passed to every block): a task
-  // keeps it while any vLayer of its own still reads it.
-  std::vector<std::map<int, std::set<int>>> readers;
-  // Whether a vLayer in (k, end) reads `ref` (an output of a vLayer).
-  bool ReadBetween(const Ref& ref, int k, int end) const {
-    if (ref.first < 0 || ref.first >= static_cast<int>(readers.size())) return false;
-    const auto it = readers[ref.first].find(ref.second);
-    if (it == readers[ref.first].end()) return false;
-    const auto next = it->second.upper_bound(k);
-    return next != it->second.end() && *next < end;
-  }
-  // batched[k][i]: output i of vLayer k has the microbatch as dimension 0.
-  std::vector<std::vector<bool>> batched;
   common::TrainingData data;
   std::vector<int64_t> order;  // Sample order of the current epoch.
   int64_t iteration = 0;
@@ -116,7 +100,7 @@ struct Runtime::Impl {
   absl::Status error;
   std::vector<bool> done;
   Mailbox mail{[this](const Ref& r, const c10::IValue& v, int size) {
-    return IsBatched(r, v, size);
+    return routes.IsBatched(r, v, size);
   }};
   // vDP: gradients of (task) published for the reduction.
   std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
@@ -168,20 +152,6 @@ struct Runtime::Impl {
 
   const common::VLayerInfo& Info(int k) const { return dec->vlayers()[k]; }
 
-  // Tensors produced in `producer` (or forward's arguments when
-  // producer.begin is -1) and read by vLayers in `consumer`.
-  std::vector<Ref> RefsBetween(PackRange producer, PackRange consumer) const;
-
-  // What a task's ACTIVATIONS_OUT or STASH_OUT transfer to `to` carries: a
-  // stash, everything `to` reads from before it; a forward, what it makes
-  // and `to` reads; a backward, the gradients of its inputs made by `to`.
-  std::vector<Ref> Route(const Task& t, const Task& to, TransferKind kind) const {
-    if (kind == TransferKind::kStashOut) return RefsBetween({0, to.vlayers.begin}, to.vlayers);
-    if (t.kind == TaskKind::kBackward) return RefsBetween(to.vlayers, t.vlayers);
-    return RefsBetween(t.vlayers, to.vlayers);
-  }
-
-  bool IsBatched(const Ref& r, const c10::IValue& v, int size) const;
 
   void Post(int to, int from, TransferKind kind, Piece piece) {
     mail.Post(to, from, static_cast<int>(kind), std::move(piece));
@@ -211,9 +181,6 @@ struct Runtime::Impl {
                                                      const std::vector<c10::IValue>& in,
                                                      int offset);
 
-  // The inputs of vLayer k from `values` (and the microbatch's data).
-  // The values transfer `x` of task `t` carries (fixed at Create).
-  absl::StatusOr<const std::vector<Ref>*> RouteOf(const Task& t, const Transfer& x) const;
 
   // vLayer k's live-ins from `values`; Internal naming the missing one
   // (a value the task dropped or never received) and `task`.
@@ -249,18 +216,18 @@ struct Runtime::Impl {
   }
 
   // Runs on the copy-in stream of device `d`.
-  HostInputsResult CopyInputsIn(const Task& t, int d, const planner::Microbatch& mb);
+  HostInputsResult CopyInputsIn(const Task& t, int d, const plan::Microbatch& mb);
 
   // Starts copying one microbatch's host inputs in on device `d`'s copy-in
   // stream.
-  std::future<HostInputsResult> PostInputs(const Task& t, int d, const planner::Microbatch& mb);
+  std::future<HostInputsResult> PostInputs(const Task& t, int d, const plan::Microbatch& mb);
 
   // Everything task `t` reads for one microbatch, into `values` (keyed by
   // tensor): the host inputs `host` brings, and what other tasks left on
   // this device or sent from another. Gradients a backward task receives
   // from later backward tasks go to `gradients`, in the order of the task's
   // transfers.
-  absl::Status ReceiveInputs(const Task& t, int d, const planner::Microbatch& mb,
+  absl::Status ReceiveInputs(const Task& t, int d, const plan::Microbatch& mb,
                              std::future<HostInputsResult>& host,
                              std::map<Ref, c10::IValue>& values,
                              std::vector<std::map<Ref, c10::IValue>>* gradients);
@@ -270,7 +237,7 @@ struct Runtime::Impl {
   // of its inputs. LOCAL and PEER sends are done when this returns; HOST
   // sends are posted on the copy-out stream, which keeps the device tensors
   // until they are on the host and then delivers them.
-  absl::Status SendOutputs(const Task& t, int d, const planner::Microbatch& mb,
+  absl::Status SendOutputs(const Task& t, int d, const plan::Microbatch& mb,
                            const std::map<Ref, c10::IValue>& values);
 
   // --- Tasks.

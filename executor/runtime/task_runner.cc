@@ -1,4 +1,4 @@
-// The task runner: Runtime::Impl's routes, vLayers, forward and backward
+// The task runner: Runtime::Impl's vLayers, forward and backward
 // tasks, each device's task list and the host's updates (runtime_impl.h;
 // weights in and gradients out: weights_io.cc).
 
@@ -28,28 +28,6 @@ namespace harmony::executor {
 
 using common::CallTorch;
 
-std::vector<Ref> Runtime::Impl::RefsBetween(PackRange producer, PackRange consumer) const {
-  std::set<Ref> refs;
-  for (int k = consumer.begin; k < consumer.end; ++k) {
-    for (const common::ValueSource& s : Info(k).inputs) {
-      const bool inside = producer.begin < 0
-                              ? s.producer < 0
-                              : s.producer >= producer.begin && s.producer < producer.end;
-      if (inside && !(s.producer >= consumer.begin && s.producer < consumer.end)) {
-        refs.insert({s.producer, s.index});
-      }
-    }
-  }
-  return {refs.begin(), refs.end()};
-}
-
-absl::StatusOr<const std::vector<Ref>*> Runtime::Impl::RouteOf(const Task& t,
-                                                            const Transfer& x) const {
-  return common::Lookup(routes, std::make_tuple(t.id, x.peer_task, static_cast<int>(x.kind)), [&] {
-    return absl::StrCat("the values task ", t.id, " sends to task ", x.peer_task);
-  });
-}
-
 absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::InputsOf(
     int k, const std::map<Ref, c10::IValue>& values, const Task& task) const {
   std::vector<c10::IValue> in;
@@ -67,17 +45,6 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::InputsOf(
     in.push_back(it->second);
   }
   return in;
-}
-
-bool Runtime::Impl::IsBatched(const Ref& r, const c10::IValue& v, int size) const {
-  if (!v.isTensor()) return false;
-  const at::Tensor& t = v.toTensor();
-  if (r.first < 0) return true;  // The data.
-  if (r.first < static_cast<int>(batched.size()) &&
-      r.second < static_cast<int>(batched[r.first].size())) {
-    return batched[r.first][r.second];
-  }
-  return t.dim() > 0 && t.size(0) == size;
 }
 
 absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, const DeviceWeights& w,
@@ -101,7 +68,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
                      const std::function<void()>& first_inputs_in) {
   c10::NoGradGuard no_grad;
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
-    const planner::Microbatch& mb = t.microbatches[m];
+    const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
     HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
     if (m == 0) first_inputs_in();
@@ -112,7 +79,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
     for (const Transfer& x : t.transfers) {
       if (x.microbatch != mb.index) continue;
       if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
-      HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* route, RouteOf(t, x));
+      HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* route, routes.Of(t, x));
       sent.insert(route->begin(), route->end());
     }
     {
@@ -126,7 +93,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
             RunVLayer(d, k, w, w.buffers[k - w.range.begin], in, mb.offset));
         for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
         for (auto it = values.begin(); it != values.end();) {
-          const bool later = ReadBetween(it->first, k, dec->num_vlayers());
+          const bool later = routes.ReadBetween(it->first, k, dec->num_vlayers());
           if (!later && !sent.count(it->first) && it->first.first >= 0) {
             it = values.erase(it);
           } else {
@@ -154,7 +121,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
     for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
   }
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
-    const planner::Microbatch& mb = t.microbatches[m];
+    const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
     std::vector<std::map<Ref, c10::IValue>> incoming;
     HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming));
@@ -204,7 +171,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
         for (auto it = values.begin(); it != values.end();) {
           const Ref& ref = it->first;
           const bool here = ref.first >= t.vlayers.begin;  // Computed in this pack.
-          const bool read_later = here && ReadBetween(ref, k, t.vlayers.end);
+          const bool read_later = here && routes.ReadBetween(ref, k, t.vlayers.end);
           if (here && !read_later && !roots_needed.count(ref)) {
             it = values.erase(it);
           } else {
@@ -323,12 +290,12 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       }
       if (!error.ok()) break;
     }
-    const std::string label = absl::StrCat("task ", id, " (", planner::TaskKindName(t.kind),
+    const std::string label = absl::StrCat("task ", id, " (", plan::TaskKindName(t.kind),
                                            " of vLayers ", t.vlayers.begin, "-",
                                            t.vlayers.end - 1, ")");
     // Inputs from the host: copied in from now on, while the weights come.
     std::vector<std::future<HostInputsResult>> inputs;
-    for (const planner::Microbatch& mb : t.microbatches) inputs.push_back(PostInputs(t, d, mb));
+    for (const plan::Microbatch& mb : t.microbatches) inputs.push_back(PostInputs(t, d, mb));
     // Weights: kept, prefetched, or swapped in now.
     std::shared_ptr<DeviceWeights> w;
     const double wait_start = Now();

@@ -275,7 +275,7 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
   // A pack summed on the host sends its last microbatch's gradients on this
   // thread too, as it sent the others: the plan has the device's next task
   // start once they are out, not beside them.
-  if (planner::SumsGradientsOnHost(t)) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
+  if (plan::SumsGradientsOnHost(t)) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
   // The gradients go to the host on the copy-out stream, which holds them
   // on the device until they are there.
   devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "plan/plan_reader.h"
 #include "planner/search/task_graph.h"
 #include "planner/sim/simulator.h"
 #include "proto/plan.pb.h"
@@ -33,12 +34,9 @@ std::string PlanSummary(const proto::Plan& plan);
 // Every device's task list with its transfers, one line a task.
 std::string PlanTasks(const proto::Plan& plan);
 
-// The task graph a plan carries, back in domain types (the inverse of
-// BuildPlan), and the profile it was planned from. InvalidArgument naming
-// the first thing that is malformed (an unknown enum, a task id out of
-// order, a task on a device the plan does not have).
-absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan);
-proto::ProfileFile ProfileOfPlan(const proto::Plan& plan);
+// Reading a plan back (plan/plan_reader.h).
+using plan::ProfileOfPlan;
+using plan::TaskGraphFromPlan;
 
 }  // namespace harmony::planner
 

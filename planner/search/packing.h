@@ -25,18 +25,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "plan/task_graph.h"
 #include "planner/search/cost_model.h"
 
 namespace harmony::planner {
 
-struct PackRange {
-  int begin = 0;
-  int end = 0;  // Exclusive.
-  bool operator==(const PackRange& o) const {
-    return begin == o.begin && end == o.end;
-  }
-};
-using Packing = std::vector<PackRange>;
+using plan::PackRange;  // plan/task_graph.h
+using plan::Packing;
 
 enum class PackPhase { kForward, kBackward };
 

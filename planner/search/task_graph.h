@@ -1,5 +1,7 @@
-// The task graph of one training iteration (docs/DESIGN.md §5): what each device
-// runs, in order, with every swap and transfer it makes and their sizes.
+// Building and validating the task graph of one training iteration
+// (docs/DESIGN.md §5.4; its types are the plan contract, plan/task_graph.h):
+// what each device runs, in order, with every swap and transfer it makes and
+// their sizes.
 //
 // Harmony's order: the forward tasks of all forward packs in pack order,
 // then for each backward pack in reverse, its backward task immediately
@@ -28,111 +30,29 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "plan/task_graph.h"
 #include "planner/search/cost_model.h"
 #include "planner/search/packing.h"
 
 namespace harmony::planner {
 
-enum class Mode { kVpp, kVdp };
-enum class Schedule { kHarmony, kOndemand, kGpipe, kDpSwap };
-
-struct Config {
-  Mode mode = Mode::kVpp;
-  Schedule schedule = Schedule::kHarmony;
-  int num_devices = 1;
-  uint64_t device_memory = 0;
-  int minibatch = 1;
-  int forward_microbatch = 1;   // U_f >= U_b.
-  int backward_microbatch = 1;
-  Packing forward_packs;   // Cover [0, last backward pack's begin).
-  Packing backward_packs;  // Cover every vLayer; the last fuses the loss.
-  // Whether a task prefetches the next task's weights on its device (two
-  // packs' weights resident at once); false: single-buffered, each task
-  // swaps its own weights in when it starts (for packs that fill a device).
-  bool prefetch = true;
-  // vDP: whether what a task sends to the next task of its device that
-  // reads it (activations forward, their gradients backward, microbatches
-  // of one size) stays on the device instead of going out to the host and
-  // back. Saves their bytes on the link twice; the device holds them from
-  // the sender's compute to the receiver's.
-  bool local_activations = false;
-  // vDP on several devices: device 0 swaps each pack's parameters in from
-  // the host and every other device copies them from device 0 (PEER
-  // weights-in), so they cross the host link once instead of once per
-  // device; buffers still come from the host (a forward may be updating
-  // device 0's). Device 0 keeps its copy until every peer has taken it.
-  bool peer_weights = false;
-  // vPP: the backward packs whose gradients are summed on the host (true
-  // at a pack's index; empty: none). Such a pack's backward task sends its
-  // gradients out after every microbatch and frees them, so a microbatch's
-  // backward holds only its own fresh gradients, never those accumulated
-  // beside them: an embedding table's dense gradient needs 2x its table
-  // instead of 3x. The host sums them in microbatch order, as the device
-  // would (the same adds, bit for bit), at the cost of (U - 1) more copies
-  // of the pack's gradients over the link.
-  std::vector<bool> host_sums;
-  bool HostSums(int pack) const {
-    return pack >= 0 && pack < static_cast<int>(host_sums.size()) && host_sums[pack];
-  }
-};
-
-enum class TaskKind { kForward, kBackward, kUpdate };
-
-enum class TransferKind {
-  kWeightsIn,
-  kPrefetchWeights,  // Of a later task on this device, during this one.
-  kGradientsOut,
-  kActivationsIn,    // Activations, or their gradients in backward.
-  kActivationsOut,
-  kStashOut,
-  kStashIn,
-  kKeepResident,
-  kGradientReduce,
-  kDataIn,
-  // Buffers a forward updated (BatchNorm statistics), back to the host.
-  kBuffersOut,
-};
-
-enum class Channel { kHost, kPeer, kLocal };
-
-struct Transfer {
-  TransferKind kind = TransferKind::kWeightsIn;
-  Channel channel = Channel::kHost;
-  PackRange vlayers;
-  int microbatch = -1;   // -1: all of the task's microbatches.
-  int peer_device = -1;  // -1: the host.
-  int peer_task = -1;
-  uint64_t bytes = 0;
-};
-
-struct Microbatch {
-  int index = 0;   // Position in the task's phase (forward or backward).
-  int offset = 0;  // First sample in the minibatch.
-  int size = 0;
-};
-
-struct Task {
-  int id = 0;  // Position in the iteration's global order.
-  TaskKind kind = TaskKind::kForward;
-  int pack = 0;  // Index into forward_packs or backward_packs.
-  PackRange vlayers;
-  int device = 0;  // For updates: whose gradients it applies.
-  std::vector<Microbatch> microbatches;
-  bool fused_loss = false;
-  std::vector<Transfer> transfers;
-  std::vector<int> depends_on;  // Beyond the order of the device's list.
-};
-
-struct TaskGraph {
-  Config config;
-  std::vector<Task> tasks;  // In global order; tasks[i].id == i.
-
-  // The device's forward/backward tasks in order (updates excluded).
-  std::vector<int> DeviceTasks(int device) const;
-};
-
-// Splits `samples` into microbatches of `size` (the last may be smaller).
-std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int size);
+// The plan contract's types (plan/task_graph.h), as the planner names them.
+using plan::Channel;
+using plan::Config;
+using plan::Microbatch;
+using plan::Mode;
+using plan::ModeName;
+using plan::Schedule;
+using plan::ScheduleName;
+using plan::SplitMicrobatches;
+using plan::SumsGradientsOnHost;
+using plan::Task;
+using plan::TaskGraph;
+using plan::TaskKind;
+using plan::TaskKindName;
+using plan::Transfer;
+using plan::TransferKind;
+using plan::TransferKindName;
 
 // InvalidArgument naming the problem when `config` is malformed (packs
 // that do not cover the vLayers, U_f < U_b, more devices than samples for
@@ -151,14 +71,6 @@ absl::StatusOr<TaskGraph> BuildTaskGraph(const CostModel& model, const Config& c
 // dependencies point backwards. InvalidArgument naming the first problem.
 absl::Status ValidateTaskGraph(const CostModel& model, const TaskGraph& graph);
 
-// Whether backward task `t` sums its gradients on the host (a pack of
-// Config::host_sums): it has GRADIENTS_OUT transfers of single microbatches.
-bool SumsGradientsOnHost(const Task& t);
-
-std::string TaskKindName(TaskKind kind);
-std::string TransferKindName(TransferKind kind);
-std::string ModeName(Mode mode);
-std::string ScheduleName(Schedule schedule);
 
 }  // namespace harmony::planner
 
