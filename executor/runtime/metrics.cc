@@ -44,6 +44,31 @@ std::string MetricsJson(const IterationMetrics& m) {
   return j.dump();
 }
 
+void IterationCounters::Reset() {
+  for (std::atomic<uint64_t>* c : {&weights_in, &gradients_out, &activations_in, &activations_out,
+                                   &stash_out, &stash_in, &peer, &data_in, &targets_in}) {
+    *c = 0;
+  }
+  compute_ns = 0;
+  wait_ns = 0;
+  optimizer_ns = 0;
+}
+
+void IterationCounters::Fill(IterationMetrics& out) const {
+  out.bytes.weights_in = weights_in;
+  out.bytes.gradients_out = gradients_out;
+  out.bytes.activations_in = activations_in;
+  out.bytes.activations_out = activations_out;
+  out.bytes.stash_out = stash_out;
+  out.bytes.stash_in = stash_in;
+  out.bytes.peer = peer;
+  out.bytes.data_in = data_in;
+  out.bytes.targets_in = targets_in;
+  out.compute_s = compute_ns * 1e-9;
+  out.swap_wait_s = wait_ns * 1e-9;
+  out.optimizer_s = optimizer_ns * 1e-9;
+}
+
 ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s) {
   ComputeCheck c;
   if (!(planned_s > 0) || compute_s.empty()) return c;

@@ -6,6 +6,7 @@
 #ifndef HARMONY_EXECUTOR_RUNTIME_METRICS_H_
 #define HARMONY_EXECUTOR_RUNTIME_METRICS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,6 +62,26 @@ struct IterationMetrics {
   double checkpoint_copy_s = 0;
   std::string checkpoint_written_path;
   double checkpoint_write_s = 0;
+};
+
+// What an iteration's threads count as they go (every device's compute and
+// copy threads, the host's update thread): bytes moved by kind, and the
+// nanoseconds spent computing, waiting for inputs and weights, and in the
+// CPU optimizer, summed over the devices.
+//
+// Thread-safety: the fields are atomics that any thread adds to; Reset and
+// Fill run when no thread does (between iterations).
+struct IterationCounters {
+  std::atomic<uint64_t> weights_in{0}, gradients_out{0}, activations_in{0},
+      activations_out{0}, stash_out{0}, stash_in{0}, peer{0}, data_in{0}, targets_in{0};
+  std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
+
+  static void AddSeconds(std::atomic<int64_t>& ns, double seconds) {
+    ns += static_cast<int64_t>(seconds * 1e9);
+  }
+  void Reset();
+  // Into the metrics' bytes and seconds.
+  void Fill(IterationMetrics& out) const;
 };
 
 // Metrics as one JSON line (metrics.jsonl).

@@ -25,5 +25,27 @@ TEST(MetricsTest, ComputeAgainstThePlan) {
   EXPECT_TRUE(CheckComputeAgainstPlan({}, 1.0).text.empty());
 }
 
+TEST(MetricsTest, CountersFillTheMetricsAndReset) {
+  IterationCounters c;
+  c.weights_in += 10;
+  c.stash_in += 3;
+  c.peer += 7;
+  IterationCounters::AddSeconds(c.compute_ns, 1.5);
+  IterationCounters::AddSeconds(c.compute_ns, 0.25);
+  IterationCounters::AddSeconds(c.optimizer_ns, 0.5);
+  IterationMetrics m;
+  c.Fill(m);
+  EXPECT_EQ(m.bytes.weights_in, 10u);
+  EXPECT_EQ(m.bytes.stash_in, 3u);
+  EXPECT_EQ(m.bytes.peer, 7u);
+  EXPECT_EQ(m.bytes.to_device(), 13u);
+  EXPECT_DOUBLE_EQ(m.compute_s, 1.75);
+  EXPECT_DOUBLE_EQ(m.optimizer_s, 0.5);
+  c.Reset();
+  c.Fill(m);
+  EXPECT_EQ(m.bytes.to_device(), 0u);
+  EXPECT_EQ(m.compute_s, 0);
+}
+
 }  // namespace
 }  // namespace harmony::executor

@@ -65,8 +65,8 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
     }
   }, absl::StatusCode::kInternal));
   Link(0, data_bytes + target_bytes, start);
-  counts[kDataIn] += data_bytes;
-  counts[kTargetsIn] += target_bytes;
+  counters.data_in += data_bytes;
+  counters.targets_in += target_bytes;
   if (data_bytes + target_bytes > 0) {
     Trace(d, kSwapIn, absl::StrCat("data in task ", t.id, " #", mb.index), start);
   }
@@ -85,7 +85,7 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
       }
     }, absl::StatusCode::kInternal));
     Link(0, bytes, copy_start);
-    counts[x.kind == TransferKind::kStashIn ? kStashIn : kActivationsIn] += bytes;
+    (x.kind == TransferKind::kStashIn ? counters.stash_in : counters.activations_in) += bytes;
     Trace(d, kSwapIn, absl::StrCat(x.kind == TransferKind::kStashIn ? "stash in " : "activations in ",
                                    t.id, " #", mb.index),
           copy_start);
@@ -135,7 +135,7 @@ absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const plan::Micr
       for (auto& [ref, v] : got) values[ref] = std::move(v);
     }
   }
-  wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+  IterationCounters::AddSeconds(counters.wait_ns, Now() - start);
   return absl::OkStatus();
 }
 
@@ -180,7 +180,7 @@ absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const plan::Microb
       continue;
     }
     if (x.channel == Channel::kPeer) {
-      counts[kPeerBytes] += bytes;
+      counters.peer += bytes;
       Trace(d, kPeer, absl::StrCat("to device ", to.device, " #", mb.index), start);
     }
     Post(to.id, t.id, x.kind, std::move(piece));
@@ -201,7 +201,7 @@ absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const plan::Microb
       if (!copied.ok()) return Fail(copied);
       Link(1, bytes, start);
       s.piece.values = std::move(on_host);  // The device's copies are released now.
-      counts[s.kind == TransferKind::kStashOut ? kStashOut : kActivationsOut] += bytes;
+      (s.kind == TransferKind::kStashOut ? counters.stash_out : counters.activations_out) += bytes;
       Trace(d, kSwapOut, absl::StrCat(s.kind == TransferKind::kStashOut ? "stash out "
                                                                         : "activations out ",
                                       from, " #", index),

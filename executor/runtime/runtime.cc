@@ -324,10 +324,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.reduced.clear();
   m.shared_weights.clear();
   m.losses.clear();
-  for (auto& c : m.counts) c = 0;
-  m.compute_ns = 0;
-  m.wait_ns = 0;
-  m.optimizer_ns = 0;
+  m.counters.Reset();
   for (auto& d : m.devices) d->ResetPeak();
   m.host->StartIteration();
   std::vector<uint64_t> allocations_before, reused_before;
@@ -364,15 +361,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   for (const auto& [offset, loss] : m.losses) out.loss += loss;
   out.seconds = Since(start);
   out.samples_per_s = m.minibatch / out.seconds;
-  out.bytes.weights_in = m.counts[Impl::kWeightsIn];
-  out.bytes.gradients_out = m.counts[Impl::kGradientsOut];
-  out.bytes.activations_in = m.counts[Impl::kActivationsIn];
-  out.bytes.activations_out = m.counts[Impl::kActivationsOut];
-  out.bytes.stash_out = m.counts[Impl::kStashOut];
-  out.bytes.stash_in = m.counts[Impl::kStashIn];
-  out.bytes.peer = m.counts[Impl::kPeerBytes];
-  out.bytes.data_in = m.counts[Impl::kDataIn];
-  out.bytes.targets_in = m.counts[Impl::kTargetsIn];
+  m.counters.Fill(out);
   for (size_t d = 0; d < m.devices.size(); ++d) {
     out.device_peak_bytes.push_back(m.devices[d]->peak());
     out.device_peak_activity.push_back(m.devices[d]->peak_activity());
@@ -380,9 +369,6 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
                                      allocations_before[d]);
     out.device_reused.push_back(m.devices[d]->reused() - reused_before[d]);
   }
-  out.compute_s = m.compute_ns * 1e-9;
-  out.swap_wait_s = m.wait_ns * 1e-9;
-  out.optimizer_s = m.optimizer_ns * 1e-9;
   out.emulated_link = m.options.emulate_host_link > 0;
   ++m.iteration;
   return out;

@@ -119,13 +119,7 @@ struct Runtime::Impl {
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
   std::vector<at::Tensor> batch_inputs, batch_targets;
-  std::atomic<uint64_t> counts[10];
-  std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
-
-  enum Count {
-    kWeightsIn, kGradientsOut, kActivationsIn, kActivationsOut, kStashOut, kStashIn,
-    kPeerBytes, kDataIn, kTargetsIn, kNumCounts
-  };
+  IterationCounters counters;
 
   double Now() const { return link->Now(); }
 

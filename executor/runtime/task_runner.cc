@@ -104,7 +104,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
     }
     // What it made leaves this thread.
     HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
-    compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    IterationCounters::AddSeconds(counters.compute_ns, Now() - start);
     Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
                                     " #", mb.index),
           start);
@@ -250,7 +250,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
       values.clear();
     }
     HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
-    compute_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    IterationCounters::AddSeconds(counters.compute_ns, Now() - start);
     Trace(d, kCompute, absl::StrCat(t.fused_loss ? "forward+loss+backward " : "backward ",
                                     t.vlayers.begin, "-", t.vlayers.end - 1, " #",
                                     mb.index),
@@ -286,7 +286,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       std::unique_lock<std::mutex> lock(mu);
       if (position >= 2) {
         cv.wait(lock, [&] { return !error.ok() || done[list[position - 2]]; });
-        wait_ns += static_cast<int64_t>((Now() - copy_wait) * 1e9);
+        IterationCounters::AddSeconds(counters.wait_ns, Now() - copy_wait);
       }
       if (!error.ok()) break;
     }
@@ -315,7 +315,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       break;
     }
     w = *std::move(r);
-    wait_ns += static_cast<int64_t>((Now() - wait_start) * 1e9);
+    IterationCounters::AddSeconds(counters.wait_ns, Now() - wait_start);
     // Prefetch the next task's weights during this one, once its first
     // microbatch has its inputs (which need the link first).
     auto prefetch = [&] {
@@ -344,7 +344,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
         dev.copy_out().Post([this, d, id, bytes] {
           const double start = Now();
           Link(1, bytes, start);
-          counts[kGradientsOut] += bytes;
+          counters.gradients_out += bytes;
           Trace(d, kSwapOut, absl::StrCat("buffers out task ", id), start);
         });
       }
@@ -392,7 +392,7 @@ absl::Status Runtime::Impl::RunUpdates() {
         return s;
       }
     }
-    optimizer_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    IterationCounters::AddSeconds(counters.optimizer_ns, Now() - start);
     Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
           start);
     std::lock_guard<std::mutex> lock(mu);

@@ -117,8 +117,8 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
     shared_weights[id] = std::move(shared);
     cv.notify_all();
   }
-  counts[kWeightsIn] += host_bytes;
-  counts[kPeerBytes] += peer_bytes;
+  counters.weights_in += host_bytes;
+  counters.peer += peer_bytes;
   Trace(d, TraceStream::kWeightsIn,
         from_peer ? absl::StrCat("weights from device ", peer_device, " for ", label)
                   : absl::StrCat("weights in ", label),
@@ -176,7 +176,7 @@ absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d,
     }
   }, absl::StatusCode::kInternal));
   Link(1, bytes, start);
-  counts[kGradientsOut] += bytes;
+  counters.gradients_out += bytes;
   Trace(d, kSwapOut, absl::StrCat("gradients out ", t.vlayers.begin, "-", t.vlayers.end - 1, what),
         start);
   return absl::OkStatus();
@@ -216,7 +216,7 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
     reduce_slots[t.id] = std::move(grads);
     cv.notify_all();
     cv.wait(lock, [&] { return !error.ok() || reduced.count(t.id) > 0; });
-    wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+    IterationCounters::AddSeconds(counters.wait_ns, Now() - start);
     if (!error.ok()) return absl::CancelledError("stopped: another task failed");
     return absl::OkStatus();
   }
@@ -254,8 +254,8 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
         reduced.insert(other.id);
         cv.notify_all();
       }
-      counts[kPeerBytes] += bytes;
-      wait_ns += static_cast<int64_t>((Now() - start) * 1e9);
+      counters.peer += bytes;
+      IterationCounters::AddSeconds(counters.wait_ns, Now() - start);
       Trace(d, kPeer, absl::StrCat("reduce from task ", other.id), start);
     }
   }
