@@ -218,35 +218,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
     }
     if (world.shard_optimizer_state) impl->host->ShardOptimizerState(world);
   }
-  // Weights copied from another device: from its task at the same place in
-  // its list (the same pack and kind), which swaps them in from the host.
-  impl->position_of.assign(impl->graph.tasks.size(), -1);
-  std::map<int, std::vector<int>> lists;
-  for (int d = 0; d < static_cast<int>(impl->devices.size()); ++d) {
-    lists[d] = impl->graph.DeviceTasks(d);
-    for (size_t i = 0; i < lists[d].size(); ++i) {
-      impl->position_of[lists[d][i]] = static_cast<int>(i);
-    }
-  }
-  for (const Task& t : impl->graph.tasks) {
-    for (const Transfer& x : t.transfers) {
-      if (x.kind != TransferKind::kWeightsIn || x.channel != Channel::kPeer) continue;
-      const auto list = lists.find(x.peer_device);
-      const int at = impl->position_of[t.id];
-      const Task* source = list != lists.end() && x.peer_device != t.device && at >= 0 &&
-                                   at < static_cast<int>(list->second.size())
-                               ? &impl->graph.tasks[list->second[at]]
-                               : nullptr;
-      if (source == nullptr || source->pack != t.pack || source->kind != t.kind ||
-          !(source->vlayers == t.vlayers)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "malformed plan: task ", t.id, " copies its weights from device ", x.peer_device,
-            ", which has no task of the same pack there"));
-      }
-      impl->weights_source[t.id] = source->id;
-      ++impl->weights_copies[source->id];
-    }
-  }
+  HARMONY_ASSIGN_OR_RETURN(impl->peer_weights,
+                           PeerWeights::Create(impl->graph, static_cast<int>(impl->devices.size())));
   // An update also waits for the backward tasks of its shared parameters'
   // later readers.
   for (const Task& t : impl->graph.tasks) {
@@ -322,7 +295,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.mail.Reset();
   m.reduce_slots.clear();
   m.reduced.clear();
-  m.shared_weights.clear();
+  m.peer_weights->StartIteration();
   m.losses.clear();
   m.counters.Reset();
   for (auto& d : m.devices) d->ResetPeak();
@@ -346,7 +319,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
     absl::Status s = m.error;
     m.mail.Reset();
     m.reduce_slots.clear();
-    m.shared_weights.clear();
+    m.peer_weights->StartIteration();  // Nothing kept from the failed iteration.
     return s;
   }
   HARMONY_RETURN_IF_ERROR(updates);

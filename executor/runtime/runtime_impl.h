@@ -38,6 +38,7 @@
 #include "executor/runtime/host_link.h"
 #include "executor/runtime/host_store.h"
 #include "executor/runtime/mailbox.h"
+#include "executor/runtime/peer_weights.h"
 #include "executor/runtime/routes.h"
 #include "executor/runtime/runtime.h"
 #include "executor/runtime/trace.h"
@@ -78,12 +79,8 @@ struct Runtime::Impl {
   Routes routes;
   // Tasks each update waits for.
   std::map<int, std::vector<int>> update_deps;
-  // vDP weights copied from another device (WEIGHTS_IN over PEER): the task
-  // each copying task takes its parameters from, and how many tasks copy
-  // each source's; each task's place in its device's list.
-  std::map<int, int> weights_source;
-  std::map<int, int> weights_copies;
-  std::vector<int> position_of;
+  // vDP weights copied from another device (WEIGHTS_IN over PEER).
+  std::unique_ptr<PeerWeights> peer_weights;
   common::TrainingData data;
   std::vector<int64_t> order;  // Sample order of the current epoch.
   int64_t iteration = 0;
@@ -105,16 +102,6 @@ struct Runtime::Impl {
   // vDP: gradients of (task) published for the reduction.
   std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
   std::set<int> reduced;  // Tasks whose published gradients were summed.
-  // A source task's parameters (detached: without their gradients), kept
-  // until every task copying them has: the source device places nothing
-  // else in their room before (LoadWeights).
-  struct SharedWeights {
-    int device = 0;
-    int position = 0;  // In the device's list.
-    int remaining = 0;
-    std::vector<std::vector<at::Tensor>> params;
-  };
-  std::map<int, SharedWeights> shared_weights;  // By source task.
   std::map<int, double> losses;  // By first sample.
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
@@ -140,6 +127,7 @@ struct Runtime::Impl {
       cv.notify_all();
     }
     mail.Stop();
+    if (peer_weights != nullptr) peer_weights->Stop();
   }
 
   // --- Plan facts.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include "common/intra_op_threads.h"
 #include "common/status.h"
 #include "common/torch_status.h"
+#include "executor/runtime/peer_weights.h"
 #include "executor/runtime/runtime_impl.h"
 
 namespace harmony::executor {
@@ -36,35 +38,20 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
   {
     // Weights other devices still copy from stay until they have.
     const double wait_start = Now();
-    int waited_for = -1;
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] {
-      if (!error.ok()) return true;
-      for (const auto& [source, shared] : shared_weights) {
-        if (shared.device == d && shared.position <= room_of) {
-          waited_for = source;
-          return false;
-        }
-      }
-      return true;
-    });
-    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
-    lock.unlock();
+    HARMONY_ASSIGN_OR_RETURN(const int waited_for, peer_weights->WaitForRoom(d, room_of));
     if (waited_for >= 0) {
       Trace(d, TraceStream::kWeightsIn,
             absl::StrCat("room for ", label, ": copies of task ", waited_for), wait_start);
     }
   }
-  const auto source = weights_source.find(id);
-  const bool from_peer = source != weights_source.end();
+  const std::optional<int> source = peer_weights->SourceOf(id);
+  const bool from_peer = source.has_value();
   std::vector<std::vector<at::Tensor>> peer_params;
   int peer_device = -1;
   if (from_peer) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return !error.ok() || shared_weights.count(source->second) > 0; });
-    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
-    peer_params = shared_weights[source->second].params;
-    peer_device = shared_weights[source->second].device;
+    HARMONY_ASSIGN_OR_RETURN(PeerWeights::Published published, peer_weights->Take(*source));
+    peer_params = std::move(published.params);
+    peer_device = published.device;
   }
   const double start = Now();
   auto w = std::make_shared<DeviceWeights>();
@@ -98,25 +85,9 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
   if (from_peer) {
     // Copied: the source's room may be freed once every copier has.
     peer_params.clear();
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = shared_weights.find(source->second);
-    if (it != shared_weights.end() && --it->second.remaining <= 0) shared_weights.erase(it);
-    cv.notify_all();
+    peer_weights->Taken(*source);
   }
-  if (auto copies = weights_copies.find(id); copies != weights_copies.end()) {
-    SharedWeights shared;
-    shared.device = d;
-    shared.position = position_of[id];
-    shared.remaining = copies->second;
-    for (const auto& ps : w->params) {
-      std::vector<at::Tensor> detached;
-      for (const at::Tensor& p : ps) detached.push_back(p.detach());
-      shared.params.push_back(std::move(detached));
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    shared_weights[id] = std::move(shared);
-    cv.notify_all();
-  }
+  peer_weights->Publish(id, d, w->params);
   counters.weights_in += host_bytes;
   counters.peer += peer_bytes;
   Trace(d, TraceStream::kWeightsIn,
