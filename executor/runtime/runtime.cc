@@ -293,8 +293,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.error = absl::OkStatus();
   m.done.assign(m.graph.tasks.size(), false);
   m.mail.Reset();
-  m.reduce_slots.clear();
-  m.reduced.clear();
+  m.reduction.StartIteration();
   m.peer_weights->StartIteration();
   m.losses.clear();
   m.counters.Reset();
@@ -318,7 +317,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   if (!m.error.ok()) {
     absl::Status s = m.error;
     m.mail.Reset();
-    m.reduce_slots.clear();
+    m.reduction.StartIteration();
     m.peer_weights->StartIteration();  // Nothing kept from the failed iteration.
     return s;
   }

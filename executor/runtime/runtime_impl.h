@@ -37,6 +37,7 @@
 #include "executor/runtime/device.h"
 #include "executor/runtime/host_link.h"
 #include "executor/runtime/host_store.h"
+#include "executor/runtime/gradient_reduction.h"
 #include "executor/runtime/mailbox.h"
 #include "executor/runtime/peer_weights.h"
 #include "executor/runtime/routes.h"
@@ -99,9 +100,8 @@ struct Runtime::Impl {
   Mailbox mail{[this](const Ref& r, const c10::IValue& v, int size) {
     return routes.IsBatched(r, v, size);
   }};
-  // vDP: gradients of (task) published for the reduction.
-  std::map<int, std::vector<std::vector<at::Tensor>>> reduce_slots;
-  std::set<int> reduced;  // Tasks whose published gradients were summed.
+  // vDP: the devices' gradients summed before an update.
+  GradientReduction reduction;
   std::map<int, double> losses;  // By first sample.
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
@@ -128,6 +128,7 @@ struct Runtime::Impl {
     }
     mail.Stop();
     if (peer_weights != nullptr) peer_weights->Stop();
+    reduction.Stop();
   }
 
   // --- Plan facts.

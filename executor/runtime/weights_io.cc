@@ -183,27 +183,17 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
     // collective, as the plan has it): the gradients live on this device
     // until then, so its next task must not start beside them.
     const double start = Now();
-    std::unique_lock<std::mutex> lock(mu);
-    reduce_slots[t.id] = std::move(grads);
-    cv.notify_all();
-    cv.wait(lock, [&] { return !error.ok() || reduced.count(t.id) > 0; });
+    absl::Status handed = reduction.Hand(t.id, std::move(grads));
     IterationCounters::AddSeconds(counters.wait_ns, Now() - start);
-    if (!error.ok()) return absl::CancelledError("stopped: another task failed");
-    return absl::OkStatus();
+    return handed;
   }
   if (reduce) {
     // Sum the other devices' gradients of this pack, in device order.
     for (const Task& other : graph.tasks) {
       if (other.kind != TaskKind::kBackward || other.pack != t.pack || other.id == t.id) continue;
       const double start = Now();
-      std::vector<std::vector<at::Tensor>> theirs;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return !error.ok() || reduce_slots.count(other.id) > 0; });
-        if (!error.ok()) return absl::CancelledError("stopped: another task failed");
-        theirs = std::move(reduce_slots[other.id]);
-        reduce_slots.erase(other.id);
-      }
+      HARMONY_ASSIGN_OR_RETURN(std::vector<std::vector<at::Tensor>> theirs,
+                               reduction.Take(other.id));
       uint64_t bytes = 0;
       HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
         auto scope = devices[d]->Place(absl::StrCat("reducing gradients of task ", t.id));
@@ -220,11 +210,7 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
       }, absl::StatusCode::kInternal));
       HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
       theirs.clear();
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        reduced.insert(other.id);
-        cv.notify_all();
-      }
+      reduction.Summed(other.id);
       counters.peer += bytes;
       IterationCounters::AddSeconds(counters.wait_ns, Now() - start);
       Trace(d, kPeer, absl::StrCat("reduce from task ", other.id), start);
