@@ -78,7 +78,7 @@ ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double plann
   c.measured_s = n % 2 == 1 ? compute_s[n / 2] : (compute_s[n / 2 - 1] + compute_s[n / 2]) / 2;
   c.planned_s = planned_s;
   c.ratio = c.measured_s / planned_s;
-  c.off = c.ratio > 1.5 || c.ratio < 1 / 1.5;
+  c.off = c.ratio > 2 || c.ratio < 0.5;
   c.text = absl::StrFormat(
       "device compute per iteration: %.4g s measured (median of %d), %.2fx the plan's %.4g s",
       c.measured_s, static_cast<int>(n), c.ratio, planned_s);

@@ -20,6 +20,7 @@ TEST(MetricsTest, ComputeAgainstThePlan) {
   EXPECT_NE(c.text.find("--flush-denormal on"), std::string::npos) << c.text;
   EXPECT_TRUE(CheckComputeAgainstPlan({1.0, 0.5}, 2.0).off);  // Fast: 0.25x.
   EXPECT_FALSE(CheckComputeAgainstPlan({0.7}, 1.0).off);      // One iteration: kept.
+  EXPECT_FALSE(CheckComputeAgainstPlan({1.7}, 1.0).off);      // Tiny tasks swing so far.
 
   EXPECT_TRUE(CheckComputeAgainstPlan({1.0}, 0).text.empty());  // An older plan.
   EXPECT_TRUE(CheckComputeAgainstPlan({}, 1.0).text.empty());
