@@ -290,12 +290,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   // This thread runs the updates, and starts the devices' threads.
   common::ApplyFlushDenormal(m.flush_denormal);
   HARMONY_RETURN_IF_ERROR(CallTorch("minibatch", [&] { m.NextMinibatch(); }));
-  m.error = absl::OkStatus();
-  m.done.assign(m.graph.tasks.size(), false);
+  m.completion.StartIteration(static_cast<int>(m.graph.tasks.size()));
   m.mail.Reset();
   m.reduction.StartIteration();
   m.peer_weights->StartIteration();
-  m.losses.clear();
   m.counters.Reset();
   for (auto& d : m.devices) d->ResetPeak();
   m.host->StartIteration();
@@ -314,8 +312,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   }
   absl::Status updates = m.RunUpdates();
   for (std::thread& t : threads) t.join();
-  if (!m.error.ok()) {
-    absl::Status s = m.error;
+  if (absl::Status s = m.completion.error(); !s.ok()) {
     m.mail.Reset();
     m.reduction.StartIteration();
     m.peer_weights->StartIteration();  // Nothing kept from the failed iteration.
@@ -330,7 +327,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
 
   IterationMetrics out;
   out.iteration = m.iteration;
-  for (const auto& [offset, loss] : m.losses) out.loss += loss;
+  out.loss = m.completion.TotalLoss();
   out.seconds = Since(start);
   out.samples_per_s = m.minibatch / out.seconds;
   m.counters.Fill(out);

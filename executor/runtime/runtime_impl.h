@@ -41,6 +41,7 @@
 #include "executor/runtime/mailbox.h"
 #include "executor/runtime/peer_weights.h"
 #include "executor/runtime/routes.h"
+#include "executor/runtime/task_completion.h"
 #include "executor/runtime/runtime.h"
 #include "executor/runtime/trace.h"
 #include "plan/plan_reader.h"
@@ -93,16 +94,13 @@ struct Runtime::Impl {
   std::mutex rng_mu;  // The global CPU generator, for vLayers with dropout.
 
   // --- Per iteration.
-  std::mutex mu;
-  std::condition_variable cv;
-  absl::Status error;
-  std::vector<bool> done;
+  // Which tasks are done, the first error, the losses.
+  TaskCompletion completion;
   Mailbox mail{[this](const Ref& r, const c10::IValue& v, int size) {
     return routes.IsBatched(r, v, size);
   }};
   // vDP: the devices' gradients summed before an update.
   GradientReduction reduction;
-  std::map<int, double> losses;  // By first sample.
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
   std::vector<at::Tensor> batch_inputs, batch_targets;
@@ -120,12 +118,9 @@ struct Runtime::Impl {
     link->Cross(direction == 0 ? LinkDirection::kToDevice : LinkDirection::kToHost, bytes, since);
   }
 
+  // Ends the iteration: every part's waits end with Cancelled.
   void Fail(const absl::Status& s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (error.ok()) error = s;
-      cv.notify_all();
-    }
+    completion.Fail(s);
     mail.Stop();
     if (peer_weights != nullptr) peer_weights->Stop();
     reduction.Stop();

@@ -210,10 +210,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
               "the loss is ", value, " at iteration ", iteration, ", samples ", mb.offset,
               "-", mb.offset + mb.size - 1));
         }
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          losses[mb.offset] = value;
-        }
+        completion.AddLoss(mb.offset, value);
         roots.push_back(scaled);
         root_grads.push_back(at::ones_like(scaled));
       } else {
@@ -283,12 +280,12 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       // device until the next task has computed, and a copy-out thread
       // starved of a core would otherwise hold them longer.
       const double copy_wait = Now();
-      std::unique_lock<std::mutex> lock(mu);
       if (position >= 2) {
-        cv.wait(lock, [&] { return !error.ok() || done[list[position - 2]]; });
+        const absl::Status copied = completion.WaitDone({list[position - 2]});
         IterationCounters::AddSeconds(counters.wait_ns, Now() - copy_wait);
+        if (!copied.ok()) break;
       }
-      if (!error.ok()) break;
+      if (!completion.error().ok()) break;
     }
     const std::string label = absl::StrCat("task ", id, " (", plan::TaskKindName(t.kind),
                                            " of vLayers ", t.vlayers.begin, "-",
@@ -351,11 +348,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       if (x.kind == TransferKind::kKeepResident) kept = w;
     }
     // The task is done when what it copies out has arrived.
-    dev.copy_out().Post([this, id] {
-      std::lock_guard<std::mutex> lock(mu);
-      done[id] = true;
-      cv.notify_all();
-    });
+    dev.copy_out().Post([this, id] { completion.MarkDone(id); });
   }
   // Copies still queued for a failed iteration stop at the error.
   if (!status.ok()) Fail(status);
@@ -371,17 +364,7 @@ absl::Status Runtime::Impl::RunUpdates() {
     HARMONY_ASSIGN_OR_RETURN(const std::vector<int>* deps, common::Lookup(update_deps, t.id, [&] {
       return absl::StrCat("the tasks update task ", t.id, " waits for");
     }));
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] {
-        if (!error.ok()) return true;
-        for (int dep : *deps) {
-          if (!done[dep]) return false;
-        }
-        return true;
-      });
-      if (!error.ok()) return absl::CancelledError("stopped: a task failed");
-    }
+    HARMONY_RETURN_IF_ERROR(completion.WaitDone(*deps));
     const double start = Now();
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
       // Across servers: summed over the ranks, scaled to the global minibatch.
@@ -395,9 +378,7 @@ absl::Status Runtime::Impl::RunUpdates() {
     IterationCounters::AddSeconds(counters.optimizer_ns, Now() - start);
     Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
           start);
-    std::lock_guard<std::mutex> lock(mu);
-    done[t.id] = true;
-    cv.notify_all();
+    completion.MarkDone(t.id);
   }
   return absl::OkStatus();
 }
