@@ -73,7 +73,7 @@ Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
   }
   for (const at::Tensor& t : c.targets) p.targets.push_back(OnDevice(t, false));
   if (backward && !c.output_grads.empty()) {
-    for (const at::Tensor& g : c.output_grads.at(k)) {
+    for (const at::Tensor& g : c.output_grads[k]) {
       p.output_grads.push_back(g.defined() ? OnDevice(g, false) : at::Tensor());
     }
   }
@@ -83,6 +83,43 @@ Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
     }
   }
   return p;
+}
+
+// What vLayer k's backward starts from, given its outputs `out`: the loss
+// (gradient one) for the last vLayer, else each output that requires a
+// gradient with its gradient in `output_grads` (only those that get one, as
+// the runtime does), or ones when `output_grads` is null (no gradients
+// computed). Throws with the reason when the loss cannot be computed.
+struct BackwardRoots {
+  std::vector<at::Tensor> roots, grads;
+};
+BackwardRoots RootsOf(const Context& c, int k, const std::vector<c10::IValue>& out,
+                      const std::vector<at::Tensor>& targets,
+                      const std::vector<at::Tensor>* output_grads) {
+  BackwardRoots r;
+  if (k == c.d->num_vlayers() - 1) {
+    if (out.empty() || !out[0].isTensor()) {
+      throw std::runtime_error(absl::StrCat("vLayer ", k, " (the last) returned no tensor"));
+    }
+    absl::StatusOr<at::Tensor> loss =
+        common::LossFromOutput(out[0].toTensor(), targets, c.takes_targets, c.loss);
+    if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
+    r.roots.push_back(*loss);
+    r.grads.push_back(at::ones_like(*loss));
+    return r;
+  }
+  for (size_t o = 0; o < out.size(); ++o) {
+    const c10::IValue& v = out[o];
+    if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
+    if (output_grads == nullptr) {
+      r.roots.push_back(v.toTensor());
+      r.grads.push_back(at::ones_like(v.toTensor()));
+    } else if (o < output_grads->size() && (*output_grads)[o].defined()) {
+      r.roots.push_back(v.toTensor());
+      r.grads.push_back((*output_grads)[o]);
+    }
+  }
+  return r;
 }
 
 // Runs vLayer k's forward (or forward + backward) on `p`; throws as
@@ -107,27 +144,9 @@ double Execute(const Context& c, int k, bool backward, Prepared& p,
     if (saved != nullptr && memory != nullptr) {
       *saved = memory->used() > before ? memory->used() - before : 0;
     }
-    std::vector<at::Tensor> roots, grads;
-    if (k == c.d->num_vlayers() - 1) {
-      absl::StatusOr<at::Tensor> loss =
-          common::LossFromOutput(out->at(0).toTensor(), p.targets, c.takes_targets, c.loss);
-      if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
-      roots.push_back(*loss);
-      grads.push_back(at::ones_like(*loss));
-    } else {
-      for (size_t o = 0; o < out->size(); ++o) {
-        const c10::IValue& v = (*out)[o];
-        if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
-        if (p.output_grads.empty()) {
-          roots.push_back(v.toTensor());
-          grads.push_back(at::ones_like(v.toTensor()));
-        } else if (o < p.output_grads.size() && p.output_grads[o].defined()) {
-          roots.push_back(v.toTensor());  // As the runtime: only what gets a gradient.
-          grads.push_back(p.output_grads[o]);
-        }
-      }
-    }
-    if (!roots.empty()) torch::autograd::backward(roots, grads);
+    const BackwardRoots r =
+        RootsOf(c, k, *out, p.targets, p.output_grads.empty() ? nullptr : &p.output_grads);
+    if (!r.roots.empty()) torch::autograd::backward(r.roots, r.grads);
   }
   return Now() - start;
 }
@@ -169,31 +188,20 @@ absl::Status OutputGradients(Context& c) {
       for (const at::Tensor& b : c.buffers[k]) buffers.push_back(b.detach().clone());
       absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, c.params[k], buffers, inputs);
       if (!out.ok()) throw std::runtime_error(std::string(out.status().message()));
-      std::vector<at::Tensor> roots, grads;
-      if (k == n - 1) {
-        absl::StatusOr<at::Tensor> loss =
-            common::LossFromOutput(out->at(0).toTensor(), c.targets, c.takes_targets, c.loss);
-        if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
-        roots.push_back(*loss);
-        grads.push_back(at::ones_like(*loss));
-      } else {
-        for (size_t o = 0; o < out->size() && o < c.output_grads[k].size(); ++o) {
-          const c10::IValue& v = (*out)[o];
-          if (!v.isTensor() || !v.toTensor().requires_grad() || !c.output_grads[k][o].defined()) {
-            continue;
-          }
-          roots.push_back(v.toTensor());
-          grads.push_back(c.output_grads[k][o]);
-        }
-      }
-      if (roots.empty()) continue;
+      const BackwardRoots r = RootsOf(c, k, *out, c.targets, &c.output_grads[k]);
+      if (r.roots.empty()) continue;
       std::vector<at::Tensor> in_grads = torch::autograd::grad(
-          roots, leaves, grads, /*retain_graph=*/false, /*create_graph=*/false,
+          r.roots, leaves, r.grads, /*retain_graph=*/false, /*create_graph=*/false,
           /*allow_unused=*/true);
       for (size_t l = 0; l < leaves.size(); ++l) {
         if (!in_grads[l].defined()) continue;
         const common::ValueSource& s = sources[leaf_of[l]];
-        at::Tensor& acc = c.output_grads[s.producer].at(s.index);
+        if (s.index < 0 || s.index >= static_cast<int>(c.output_grads[s.producer].size())) {
+          throw std::runtime_error(absl::StrCat("vLayer ", k, " reads output ", s.index,
+                                                " of vLayer ", s.producer, ", which has ",
+                                                c.output_grads[s.producer].size()));
+        }
+        at::Tensor& acc = c.output_grads[s.producer][s.index];
         acc = acc.defined() ? acc + in_grads[l] : in_grads[l];
       }
     }

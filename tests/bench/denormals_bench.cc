@@ -49,14 +49,9 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& o, double emul
     Log(absl::StrFormat("denormals: profiled %s in %.1f s", name, watch.seconds()));
     // Devices of a quarter of the weights (as the schedules section), more
     // until Harmony plans.
-    planner::MakePlanOptions m;
-    m.num_devices = devices;
-    m.minibatch = minibatch;
-    m.schedule = planner::Schedule::kHarmony;
-    m.host_link = emulated_link;
-    const proto::Bandwidths& bw = profile->profile().bandwidths();
-    m.host_link_latency = bw.transfer_latency_s() + bw.sleep_overshoot_s();
-    m.device_memory = RoundUp(WeightBytes(*profile) / 4, 64 << 10);
+    planner::MakePlanOptions m =
+        PlanOptions(devices, RoundUp(WeightBytes(*profile) / 4, 64 << 10), minibatch,
+                    planner::Schedule::kHarmony, emulated_link, &*profile);
     absl::StatusOr<planner::MadePlan> made = absl::UnknownError("not planned");
     for (int attempt = 0; attempt < 12; ++attempt) {
       made = PlanSchedule(*profile, m);

@@ -51,25 +51,6 @@ nlohmann::json Check(const std::string& name, bool ok, const std::string& detail
   return {{"name", name}, {"ok", ok}, {"detail", detail}};
 }
 
-planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch,
-                                     Schedule schedule, double host_link,
-                                     const proto::ProfileFile* profile = nullptr) {
-  planner::MakePlanOptions m;
-  m.num_devices = devices;
-  m.device_memory = memory;
-  m.minibatch = minibatch;
-  m.schedule = schedule;
-  m.host_link = host_link;
-  // The emulated link's copies each hand off to their thread and oversleep
-  // once (measured by the profiler), as harmony-plan --host-link-latency
-  // plans for them.
-  if (host_link > 0 && profile != nullptr) {
-    const proto::Bandwidths& bw = profile->profile().bandwidths();
-    m.host_link_latency = bw.transfer_latency_s() + bw.sleep_overshoot_s();
-  }
-  return m;
-}
-
 // Key of the plain loop's microbatches for a plan: vDP splits each device's
 // share, vPP the whole minibatch.
 std::string ReferenceKey(const proto::Plan& plan) {

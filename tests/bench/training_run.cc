@@ -1,4 +1,3 @@
-#include "common/denormals.h"
 #include "tests/bench/training_run.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/denormals.h"
 #include "common/torch_status.h"
 #include "executor/runtime/reference.h"
 #include "planner/profile/profiler.h"
@@ -87,6 +87,22 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   p.repeats = 3;
   p.flush_denormal = common::CallingThreadFlushesDenormal();  // The bench's policy.
   return planner::ProfileModel(model_path, data, p);
+}
+
+planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch,
+                                     planner::Schedule schedule, double host_link,
+                                     const proto::ProfileFile* profile) {
+  planner::MakePlanOptions m;
+  m.num_devices = devices;
+  m.device_memory = memory;
+  m.minibatch = minibatch;
+  m.schedule = schedule;
+  m.host_link = host_link;
+  if (host_link > 0 && profile != nullptr) {
+    const proto::Bandwidths& bw = profile->profile().bandwidths();
+    m.host_link_latency = bw.transfer_latency_s() + bw.sleep_overshoot_s();
+  }
+  return m;
 }
 
 uint64_t WeightBytes(const proto::ProfileFile& p) {

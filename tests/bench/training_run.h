@@ -60,6 +60,15 @@ uint64_t RoundUp(uint64_t bytes, uint64_t to);
 // The optimizer every benchmark trains with (SGD, momentum 0.9).
 optim::OptimizerOptions BenchOptimizerOptions();
 
+// Plan options for `devices` devices of `memory` bytes, a minibatch and a
+// schedule; with an emulated `host_link` (bytes/s, 0: none) and the
+// profile, the link's per-transfer latency as the profiler measured it (each
+// emulated copy hands off to its thread and oversleeps once), as
+// harmony-plan --host-link-latency plans for it.
+planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch,
+                                     planner::Schedule schedule, double host_link,
+                                     const proto::ProfileFile* profile = nullptr);
+
 // MakePlan, except that a baseline (options.schedule != harmony) is planned
 // at the largest power-of-two microbatch size, up to its share of the
 // minibatch, whose simulated peak fits the devices: as its users would pick;
