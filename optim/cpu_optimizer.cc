@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -128,6 +130,7 @@ absl::StatusOr<std::unique_ptr<CpuOptimizer>> CpuOptimizer::Create(
 CpuOptimizer::CpuOptimizer(const OptimizerOptions& options, size_t elements)
     : options_(options),
       elements_(elements),
+      learning_rate_(options.learning_rate),
       state_(elements * StateBytesPerElement(options) / sizeof(float), 0.0f) {}
 
 std::vector<std::string> CpuOptimizer::state_names() const {
@@ -136,15 +139,40 @@ std::vector<std::string> CpuOptimizer::state_names() const {
   return {"exp_avg", "exp_avg_sq"};
 }
 
+void CpuOptimizer::SetNoDecay(std::vector<std::pair<size_t, size_t>> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  no_decay_ = std::move(ranges);
+}
+
 void CpuOptimizer::Step(float* params, const float* grads) {
   ++steps_;
-  const int64_t n = static_cast<int64_t>(elements_);
+  const double decay = options_.weight_decay;
+  if (no_decay_.empty() || decay == 0) {
+    StepRange(params, grads, 0, elements_, decay);
+    return;
+  }
+  size_t at = 0;
+  for (const auto& [begin, end] : no_decay_) {
+    if (begin > at) StepRange(params, grads, at, begin, decay);
+    if (end > begin) StepRange(params, grads, begin, end, 0.0);
+    at = std::max(at, end);
+  }
+  if (at < elements_) StepRange(params, grads, at, elements_, decay);
+}
+
+void CpuOptimizer::StepRange(float* params, const float* grads, size_t first, size_t last,
+                             double weight_decay) {
+  const int64_t n = static_cast<int64_t>(last - first);
+  if (n <= 0) return;
   const OptimizerOptions& o = options_;
+  const double lr = learning_rate_;
+  params += first;
+  grads += first;
   if (o.kind == OptimizerKind::kSgd) {
-    SgdArgs a{static_cast<float>(o.learning_rate), static_cast<float>(o.weight_decay),
+    SgdArgs a{static_cast<float>(lr), static_cast<float>(weight_decay),
               static_cast<float>(o.momentum), static_cast<float>(1 - o.dampening),
               o.nesterov, steps_ == 1};
-    float* buf = state_.data();
+    float* buf = state_.empty() ? nullptr : state_.data() + first;
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       SgdKernel(params + begin, grads + begin, buf == nullptr ? nullptr : buf + begin,
                 end - begin, a);
@@ -160,12 +188,12 @@ void CpuOptimizer::Step(float* params, const float* grads) {
              static_cast<float>(1 - o.beta2),
              static_cast<float>(std::sqrt(bias_correction2)),
              static_cast<float>(o.epsilon),
-             static_cast<float>(o.learning_rate / bias_correction1),
-             static_cast<float>(o.weight_decay),
-             static_cast<float>(1 - o.learning_rate * o.weight_decay),
+             static_cast<float>(lr / bias_correction1),
+             static_cast<float>(weight_decay),
+             static_cast<float>(1 - lr * weight_decay),
              decoupled};
-  float* m = state_.data();
-  float* v = state_.data() + elements_;
+  float* m = state_.data() + first;
+  float* v = state_.data() + elements_ + first;
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     AdamKernel(params + begin, grads + begin, m + begin, v + begin, end - begin, a);
   });

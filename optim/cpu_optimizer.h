@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,6 +60,15 @@ class CpuOptimizer {
   // One step: updates `params` (borrowed, `elements` floats) from `grads`.
   void Step(float* params, const float* grads);
 
+  // The learning rate of the next steps (a schedule's; initially the
+  // options').
+  void set_learning_rate(double lr) { learning_rate_ = lr; }
+  double learning_rate() const { return learning_rate_; }
+  // Elements in these [begin, end) ranges take no weight decay (AdamW's
+  // no-decay parameter group: biases, norm weights). Ranges within
+  // [0, elements), not overlapping.
+  void SetNoDecay(std::vector<std::pair<size_t, size_t>> ranges);
+
   size_t elements() const { return elements_; }
   int64_t steps() const { return steps_; }
   const OptimizerOptions& options() const { return options_; }
@@ -75,10 +85,16 @@ class CpuOptimizer {
  private:
   CpuOptimizer(const OptimizerOptions& options, size_t elements);
 
+  // One pass over [begin, end) with `weight_decay`.
+  void StepRange(float* params, const float* grads, size_t begin, size_t end,
+                 double weight_decay);
+
   const OptimizerOptions options_;
   const size_t elements_;
+  double learning_rate_;
   int64_t steps_ = 0;
   std::vector<float> state_;
+  std::vector<std::pair<size_t, size_t>> no_decay_;  // Sorted.
 };
 
 }  // namespace harmony::optim

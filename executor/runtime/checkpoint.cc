@@ -57,6 +57,7 @@ absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
         d.insert("shuffle", c.shuffle);
         d.insert("optimizer", c.optimizer);
         d.insert("optimizer_steps", c.optimizer_steps);
+        if (!c.recipe.empty()) d.insert("recipe", c.recipe);
         d.insert("weights", ToDict(c.weights));
         d.insert("optimizer_state", ToDict(c.optimizer_state));
         c10::List<std::string> metrics;
@@ -132,6 +133,9 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::s
   c.shuffle = shuffle.toBool();
   HARMONY_RETURN_IF_ERROR(get_string("optimizer", &c.optimizer));
   HARMONY_RETURN_IF_ERROR(get_int("optimizer_steps", &c.optimizer_steps));
+  if (d.contains(c10::IValue(std::string("recipe")))) {  // Since schedules and clipping.
+    HARMONY_RETURN_IF_ERROR(get_string("recipe", &c.recipe));
+  }
   HARMONY_RETURN_IF_ERROR(get_tensors("weights", &c.weights));
   HARMONY_RETURN_IF_ERROR(get_tensors("optimizer_state", &c.optimizer_state));
   HARMONY_ASSIGN_OR_RETURN(c10::IValue metrics, get("metrics"));

@@ -14,6 +14,10 @@
 //                    functions of (seed, iteration), so these and the
 //                    iteration are the position in the data and the RNG state
 //   optimizer        "sgd" | "adam" | "adamw"; optimizer_steps
+//   recipe           JSON: the learning rate and its schedule, clipping,
+//                    the parameters without weight decay (absent before
+//                    they existed: a constant rate, no clipping, decay
+//                    everywhere)
 //   weights          {name: tensor} of every parameter and buffer
 //   optimizer_state  {"<param>/momentum_buffer" | "<param>/exp_avg" |
 //                    "<param>/exp_avg_sq": tensor}, torch.optim's names
@@ -49,6 +53,7 @@ struct Checkpoint {
   bool shuffle = false;
   std::string optimizer;
   int64_t optimizer_steps = 0;
+  std::string recipe;  // JSON; empty in older checkpoints.
   std::map<std::string, at::Tensor> weights;
   std::map<std::string, at::Tensor> optimizer_state;
   std::vector<std::string> metrics;

@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const torch::jit::M
     int64_t elements = 0;
     HARMONY_ASSIGN_OR_RETURN(std::vector<at::Tensor> params,
                              common::ResolveTensors(model, info.parameters));
-    std::vector<bool> owned(params.size(), true);
+    std::vector<bool>& owned = h->owned;
+    owned.assign(params.size(), true);
     for (size_t j = 0; j < params.size(); ++j) {
       if (params[j].scalar_type() != at::kFloat) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -117,6 +118,11 @@ uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads) {
 }
 
 absl::Status HostStore::Update(int k, const World* world) {
+  HARMONY_RETURN_IF_ERROR(Finalize(k, world));
+  return Step(k, world);
+}
+
+absl::Status HostStore::Finalize(int k, const World* world) {
   Layer& h = *layers_[k];
   std::lock_guard<std::mutex> lock(h.mu);
   if (!h.grads_in) h.flat_grads.zero_();
@@ -130,24 +136,101 @@ absl::Status HostStore::Update(int k, const World* world) {
     h.grads[jj].add_(reader.grads[j]);
   }
   h.grads_in = false;
-  if (h.elements() == 0) return absl::OkStatus();
-  if (world == nullptr || !world->distributed()) {
-    h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
-    return absl::OkStatus();
-  }
+  if (h.elements() == 0 || world == nullptr || !world->distributed()) return absl::OkStatus();
   const double scale = 1.0 / world->size;
   if (h.owner < 0) {
     HARMONY_RETURN_IF_ERROR(world->all_reduce_sum(h.flat_grads));
     h.flat_grads.mul_(scale);
-    h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
     return absl::OkStatus();
   }
   HARMONY_RETURN_IF_ERROR(world->reduce_sum_to(h.flat_grads, h.owner));
-  if (world->rank == h.owner) {
-    h.flat_grads.mul_(scale);
+  if (world->rank == h.owner) h.flat_grads.mul_(scale);
+  return absl::OkStatus();
+}
+
+absl::Status HostStore::Step(int k, const World* world, const at::Tensor& scale) {
+  Layer& h = *layers_[k];
+  if (h.elements() == 0) return absl::OkStatus();
+  if (scale.defined()) h.flat_grads.mul_(scale);
+  if (h.optimizer != nullptr) {
     h.optimizer->Step(h.flat_params.data_ptr<float>(), h.flat_grads.data_ptr<float>());
   }
-  return world->broadcast(h.flat_params, h.owner);
+  if (h.owner >= 0 && world != nullptr && world->distributed()) {
+    return world->broadcast(h.flat_params, h.owner);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, at::Tensor>> HostStore::GradientNorms(int k) const {
+  const Layer& h = *layers_[k];
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t j = 0; j < h.grads.size(); ++j) {
+    if (!h.owned[j]) continue;
+    const at::Tensor& g = h.grads[j];
+    std::vector<int64_t> dims(static_cast<size_t>(g.dim()));
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+    // torch.norm(g, 2) in PyTorch 1.13 (torch/functional.py) is
+    // _VF.norm(g, 2, dim=[all], keepdim=False): the same call.
+    out.emplace_back(h.param_names[j], at::norm(g, 2, dims, false));
+  }
+  return out;
+}
+
+void HostStore::SaveForRedo(int k) {
+  Layer& h = *layers_[k];
+  if (h.elements() == 0) return;
+  if (!h.saved_params.defined()) h.saved_params = at::empty_like(h.flat_params);
+  h.saved_params.copy_(h.flat_params);
+  if (h.optimizer != nullptr) {
+    h.saved_state = h.optimizer->state();  // Same size: reuses the allocation.
+    h.saved_steps = h.optimizer->steps();
+  }
+}
+
+absl::Status HostStore::Redo(int k, const at::Tensor& scale) {
+  Layer& h = *layers_[k];
+  if (h.elements() == 0) return absl::OkStatus();
+  if (!h.saved_params.defined()) {
+    return absl::InternalError(absl::StrCat("vLayer ", k, " was not saved before its step"));
+  }
+  h.flat_params.copy_(h.saved_params);
+  if (h.optimizer != nullptr) {
+    h.optimizer->state() = h.saved_state;
+    h.optimizer->set_steps(h.saved_steps);
+  }
+  return Step(k, nullptr, scale);
+}
+
+uint64_t HostStore::redo_bytes(int k) const {
+  const Layer& h = *layers_[k];
+  return h.flat_params.nbytes() +
+         (h.optimizer != nullptr ? h.optimizer->state().size() * sizeof(float) : 0);
+}
+
+void HostStore::SetLearningRate(double lr) {
+  for (auto& h : layers_) {
+    if (h->optimizer != nullptr) h->optimizer->set_learning_rate(lr);
+  }
+}
+
+std::vector<std::string> HostStore::SetNoDecay(
+    const std::function<bool(const std::string&, const at::Tensor&)>& no_decay) {
+  std::vector<std::string> names;
+  for (auto& h : layers_) {
+    std::vector<std::pair<size_t, size_t>> ranges;
+    size_t at = 0;
+    for (size_t j = 0; j < h->params.size(); ++j) {
+      if (!h->owned[j]) continue;
+      const size_t n = static_cast<size_t>(h->params[j].numel());
+      if (no_decay(h->param_names[j], h->params[j])) {
+        ranges.emplace_back(at, at + n);
+        names.push_back(h->param_names[j]);
+      }
+      at += n;
+    }
+    if (h->optimizer != nullptr) h->optimizer->SetNoDecay(std::move(ranges));
+  }
+  return names;
 }
 
 void HostStore::ShardOptimizerState(const World& world) {

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -75,7 +76,8 @@ class HostStore {
   // iteration. Returns the bytes. Thread-safe.
   uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads);
   // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
-  // clears for the next iteration (zero gradients if none arrived).
+  // clears for the next iteration (zero gradients if none arrived):
+  // Finalize then Step.
   // Thread-safe against AddGradients / SetBuffers of other vLayers.
   // With a distributed `world`, the summed gradients (one flat tensor) are
   // first summed over the ranks and scaled by 1 / ranks: allreduced, or,
@@ -83,6 +85,31 @@ class HostStore {
   // steps and broadcasts the new weights. A failed collective skips the
   // step and is returned.
   absl::Status Update(int k, const World* world = nullptr);
+  // The first half of Update: vLayer k's gradients become the minibatch's
+  // (the borrowers' added, summed over the ranks). Its gradients stay until
+  // the next iteration's first AddGradients, so a step can be redone.
+  absl::Status Finalize(int k, const World* world = nullptr);
+  // The second half: steps vLayer k's optimizer on its finalized gradients,
+  // first multiplied by `scale` (a 0-d fp32 tensor: gradient clipping) when
+  // defined.
+  absl::Status Step(int k, const World* world = nullptr, const at::Tensor& scale = {});
+  // The 2-norm of each gradient vLayer k owns, finalized (as
+  // torch.norm(grad) computes it, on the calling thread's intra-op
+  // threads), with the parameter's name.
+  std::vector<std::pair<std::string, at::Tensor>> GradientNorms(int k) const;
+  // Keeps vLayer k's master weights, optimizer state and step count as they
+  // are now (before a speculative Step), in buffers allocated on first use
+  // and reused; Redo puts them back, scales the gradients and steps again.
+  void SaveForRedo(int k);
+  absl::Status Redo(int k, const at::Tensor& scale);
+  // Bytes SaveForRedo copies for vLayer k.
+  uint64_t redo_bytes(int k) const;
+  // The learning rate of the next steps of every vLayer (a schedule's).
+  void SetLearningRate(double lr);
+  // Parameters `no_decay` picks (by canonical name and tensor) take no
+  // weight decay. Returns their names.
+  std::vector<std::string> SetNoDecay(
+      const std::function<bool(const std::string&, const at::Tensor&)>& no_decay);
   // ZeRO-1 across `world` (which shards): each vLayer's optimizer state is
   // kept by its owner only (OptimizerStateOwners); the others free theirs.
   void ShardOptimizerState(const World& world);
@@ -122,6 +149,7 @@ class HostStore {
     std::vector<std::string> param_names, buffer_names;
     at::Tensor flat_params, flat_grads;  // Owned parameters only.
     std::vector<at::Tensor> params, grads;
+    std::vector<bool> owned;  // Per parameter: not another vLayer's (tied).
     // (vLayer, index in it, index here) of every later reader of a
     // parameter this vLayer owns.
     std::vector<std::tuple<int, int, int>> borrowers;
@@ -131,6 +159,10 @@ class HostStore {
     // Null on a rank that does not own the state (sharded).
     std::unique_ptr<optim::CpuOptimizer> optimizer;
     int owner = -1;  // The rank that keeps the optimizer state; -1: every rank.
+    // SaveForRedo's copies (allocated on first use).
+    at::Tensor saved_params;
+    std::vector<float> saved_state;
+    int64_t saved_steps = 0;
     int64_t elements() const { return flat_params.numel(); }
   };
   HostStore() = default;

@@ -33,7 +33,15 @@ std::string MetricsJson(const IterationMetrics& m) {
       {"swap_wait_s", m.swap_wait_s},
       {"optimizer_s", m.optimizer_s},
       {"emulated_host_link", m.emulated_link},
+      {"lr", m.learning_rate},
   };
+  if (m.clipping) {
+    j["grad_norm"] = m.grad_norm;
+    j["clip"] = {{"coef", m.clip_coef},
+                 {"speculated_vlayers", m.speculated_vlayers},
+                 {"redone", m.redone},
+                 {"redo_s", m.redo_s}};
+  }
   if (!m.checkpoint_path.empty()) {
     j["checkpoint"] = {{"path", m.checkpoint_path}, {"copy_s", m.checkpoint_copy_s}};
   }

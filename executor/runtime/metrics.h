@@ -53,6 +53,19 @@ struct IterationMetrics {
   double swap_wait_s = 0;
   // The host's CPU optimizer.
   double optimizer_s = 0;
+  // The learning rate of this iteration's update (the schedule's).
+  double learning_rate = 0;
+  // With gradient clipping (RuntimeOptions::clip_grad_norm): the total
+  // 2-norm of the gradients before clipping, the factor they were scaled by
+  // (1: not clipped), how many vLayers were stepped before the norm was
+  // known (speculatively) and, when it fired, stepped again, and the host
+  // seconds that took (after the devices had finished).
+  bool clipping = false;
+  double grad_norm = 0;
+  double clip_coef = 1;
+  int speculated_vlayers = 0;
+  bool redone = false;
+  double redo_s = 0;
   bool emulated_link = false;
   // Set by the caller: a checkpoint taken after this iteration and how long
   // training stalled while its state was copied out of the host store; and

@@ -113,6 +113,10 @@ int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
 int Runtime::threads_per_device() const { return impl_->threads_per_device; }
 bool Runtime::flush_denormal() const { return impl_->flush_denormal; }
+ClipMode Runtime::clip_mode() const { return impl_->clip_mode; }
+const std::vector<std::string>& Runtime::no_decay_parameters() const {
+  return impl_->no_decay_names;
+}
 
 std::vector<uint64_t> Runtime::device_bytes_in_use() const {
   std::vector<uint64_t> used;
@@ -220,25 +224,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   }
   HARMONY_ASSIGN_OR_RETURN(impl->peer_weights,
                            PeerWeights::Create(impl->graph, static_cast<int>(impl->devices.size())));
-  // An update also waits for the backward tasks of its shared parameters'
-  // later readers.
-  for (const Task& t : impl->graph.tasks) {
-    if (t.kind != TaskKind::kUpdate) continue;
-    std::vector<int>& deps = impl->update_deps[t.id];
-    deps = t.depends_on;
-    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-      for (int b : impl->host->borrowers(k)) {
-        for (const Task& other : impl->graph.tasks) {
-          if (other.kind == TaskKind::kBackward && other.vlayers.begin <= b &&
-              b < other.vlayers.end) {
-            deps.push_back(other.id);
-          }
-        }
-      }
-    }
-  }
   HARMONY_ASSIGN_OR_RETURN(impl->threads_per_device,
                            common::ThreadsPerDevice(options.threads, config.num_devices));
+  HARMONY_RETURN_IF_ERROR(impl->SetUpRecipe());
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
@@ -310,7 +298,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
       if (!s.ok()) m.Fail(s);
     });
   }
-  absl::Status updates = m.RunUpdates();
+  IterationMetrics out;
+  absl::Status updates = m.updates->Run(m.iteration, m.options.world, m.completion, *m.link,
+                                        *m.tracer, m.counters, out);
+  if (!updates.ok()) m.Fail(updates);
   for (std::thread& t : threads) t.join();
   if (absl::Status s = m.completion.error(); !s.ok()) {
     m.mail.Reset();
@@ -325,7 +316,6 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
     HARMONY_RETURN_IF_ERROR(m.BroadcastBuffers());
   }
 
-  IterationMetrics out;
   out.iteration = m.iteration;
   out.loss = m.completion.TotalLoss();
   out.seconds = Since(start);
@@ -410,6 +400,7 @@ absl::StatusOr<Checkpoint> Runtime::MakeCheckpoint() const {
   c.shuffle = m.options.shuffle;
   c.optimizer = OptimizerName(m.options.optimizer.kind);
   c.optimizer_steps = m.iteration;  // Every vLayer steps once per iteration.
+  c.recipe = m.RecipeJson();
   HARMONY_RETURN_IF_ERROR(m.host->ExportState(c.weights, c.optimizer_state, &m.options.world));
   return c;
 }
@@ -442,6 +433,7 @@ absl::Status Runtime::Restore(const Checkpoint& c) {
                                                 : absl::StrCat(c.minibatch, " / servers"),
         ")"));
   }
+  HARMONY_RETURN_IF_ERROR(m.CheckRecipe(c.recipe));
   HARMONY_RETURN_IF_ERROR(m.host->ImportState(c.weights, c.optimizer_state, c.optimizer_steps));
   m.iteration = c.iteration;
   m.options.seed = c.seed;

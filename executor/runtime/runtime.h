@@ -47,8 +47,10 @@
 #include "common/tensor_file.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/metrics.h"
+#include "executor/runtime/recipe.h"
 #include "executor/runtime/world.h"
 #include "optim/cpu_optimizer.h"
+#include "optim/lr_schedule.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::executor {
@@ -57,6 +59,19 @@ struct RuntimeOptions {
   // The devices to train on: virtual CPU devices "cpu:NxSIZE".
   common::DeviceSpec devices;
   optim::OptimizerOptions optimizer;
+  // The learning rate of each iteration: optimizer.learning_rate scaled by
+  // this schedule (optim/lr_schedule.h; constant by default). Its
+  // total_iterations is the run's --iterations (wsd and the default decay
+  // end need it).
+  optim::LrSchedule lr_schedule;
+  // > 0: the gradients' global 2-norm is clipped to this before each step,
+  // as torch.nn.utils.clip_grad_norm_ does (executor/runtime/host_updates.h),
+  // and reported per iteration. `clip_mode`: how updates that come before
+  // the norm is known proceed.
+  double clip_grad_norm = 0;
+  ClipMode clip_mode = ClipMode::kAuto;
+  // Parameters that take no weight decay (the optimizer's second group).
+  NoDecayRule no_decay;
   // Seeds the dropout stream and, with `shuffle`, the sample order.
   uint64_t seed = 0;
   // Minibatches are taken in order, wrapping around; shuffled per epoch
@@ -135,6 +150,12 @@ class Runtime {
   int threads_per_device() const;
   // The denormal policy it computes under (RuntimeOptions::flush_denormal).
   bool flush_denormal() const;
+  // How clipping proceeds (RuntimeOptions::clip_mode resolved by the plan's
+  // estimates; kSpeculate without them).
+  ClipMode clip_mode() const;
+  // The parameters without weight decay (RuntimeOptions::no_decay), by
+  // canonical name.
+  const std::vector<std::string>& no_decay_parameters() const;
 
   // The host's master copy of a parameter or buffer, by qualified name.
   absl::StatusOr<at::Tensor> HostTensor(const std::string& name) const;
@@ -150,9 +171,10 @@ class Runtime {
   // With sharded optimizer state, a collective: every rank calls it.
   absl::StatusOr<Checkpoint> MakeCheckpoint() const;
   // Continues from `checkpoint`: weights, buffers, optimizer state, the
-  // iteration, the seed and the sample order. FailedPrecondition, naming
-  // both, for a checkpoint of another model, optimizer or minibatch, or one
-  // missing a tensor the model has. Call before the first iteration or
+  // iteration (and so the learning-rate schedule's position), the seed and
+  // the sample order. FailedPrecondition, naming both, for a checkpoint of
+  // another model, optimizer, minibatch, schedule or weight-decay groups,
+  // or one missing a tensor the model has. Call before the first iteration or
   // between iterations.
   absl::Status Restore(const Checkpoint& checkpoint);
 

@@ -37,6 +37,7 @@
 #include "executor/runtime/device.h"
 #include "executor/runtime/host_link.h"
 #include "executor/runtime/host_store.h"
+#include "executor/runtime/host_updates.h"
 #include "executor/runtime/gradient_reduction.h"
 #include "executor/runtime/mailbox.h"
 #include "executor/runtime/peer_weights.h"
@@ -79,8 +80,11 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<Device>> devices;
   // What travels between tasks (immutable after Create).
   Routes routes;
-  // Tasks each update waits for.
-  std::map<int, std::vector<int>> update_deps;
+  // The host's update thread's part: the update order, the schedule,
+  // clipping (runtime_recipe.cc sets it up).
+  std::unique_ptr<HostUpdates> updates;
+  ClipMode clip_mode = ClipMode::kSpeculate;  // RuntimeOptions::clip_mode, resolved.
+  std::vector<std::string> no_decay_names;    // Canonical.
   // vDP weights copied from another device (WEIGHTS_IN over PEER).
   std::unique_ptr<PeerWeights> peer_weights;
   common::TrainingData data;
@@ -256,7 +260,15 @@ struct Runtime::Impl {
   // copies out may still be on its way.
   absl::Status RunDevice(int d);
 
-  absl::Status RunUpdates();
+  // --- The recipe (runtime_recipe.cc).
+
+  // The schedule checked, the no-decay group applied, clipping's mode
+  // chosen, `updates` made. After the host store.
+  absl::Status SetUpRecipe();
+  // The recipe as a checkpoint records it (JSON), and the check of a
+  // checkpoint's against this run's.
+  std::string RecipeJson() const;
+  absl::Status CheckRecipe(const std::string& json) const;
   // Rank 0's buffers to every rank of the world (after an iteration).
   absl::Status BroadcastBuffers();
 

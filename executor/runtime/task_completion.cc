@@ -28,6 +28,14 @@ absl::Status TaskCompletion::WaitDone(const std::vector<int>& tasks) {
   return absl::OkStatus();
 }
 
+bool TaskCompletion::AllDone(const std::vector<int>& tasks) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int t : tasks) {
+    if (t < 0 || t >= static_cast<int>(done_.size()) || !done_[t]) return false;
+  }
+  return true;
+}
+
 bool TaskCompletion::Fail(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   cv_.notify_all();

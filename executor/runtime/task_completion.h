@@ -33,6 +33,9 @@ class TaskCompletion {
   // failed.
   absl::Status WaitDone(const std::vector<int>& tasks);
 
+  // Whether every task of `tasks` is done now (does not wait).
+  bool AllDone(const std::vector<int>& tasks) const;
+
   // The first failure wins; returns whether this was it.
   bool Fail(const absl::Status& status);
   absl::Status error() const;

@@ -358,29 +358,4 @@ absl::Status Runtime::Impl::RunDevice(int d) {
   return status;
 }
 
-absl::Status Runtime::Impl::RunUpdates() {
-  for (const Task& t : graph.tasks) {
-    if (t.kind != TaskKind::kUpdate) continue;
-    HARMONY_ASSIGN_OR_RETURN(const std::vector<int>* deps, common::Lookup(update_deps, t.id, [&] {
-      return absl::StrCat("the tasks update task ", t.id, " waits for");
-    }));
-    HARMONY_RETURN_IF_ERROR(completion.WaitDone(*deps));
-    const double start = Now();
-    for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-      // Across servers: summed over the ranks, scaled to the global minibatch.
-      absl::Status s = host->Update(k, &options.world);
-      if (!s.ok()) {
-        s = common::Annotate(s, absl::StrCat("summing vLayer ", k, "'s gradients across servers"));
-        Fail(s);
-        return s;
-      }
-    }
-    IterationCounters::AddSeconds(counters.optimizer_ns, Now() - start);
-    Trace(-1, kCompute, absl::StrCat("update ", t.vlayers.begin, "-", t.vlayers.end - 1),
-          start);
-    completion.MarkDone(t.id);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace harmony::executor

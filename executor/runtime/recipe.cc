@@ -1,0 +1,69 @@
+#include "executor/runtime/recipe.h"
+
+#include <fnmatch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace harmony::executor {
+
+absl::StatusOr<ClipMode> ParseClipMode(absl::string_view text) {
+  if (text == "auto") return ClipMode::kAuto;
+  if (text == "speculate") return ClipMode::kSpeculate;
+  if (text == "hold") return ClipMode::kHold;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--clip-mode: unknown mode \"", text, "\" (expected auto, speculate or hold)"));
+}
+
+const char* ClipModeName(ClipMode mode) {
+  switch (mode) {
+    case ClipMode::kSpeculate: return "speculate";
+    case ClipMode::kHold: return "hold";
+    default: return "auto";
+  }
+}
+
+bool NoDecayRule::Matches(const std::string& name, int64_t dims, bool in_embedding) const {
+  if (one_dimensional && dims <= 1) return true;
+  if (embeddings && in_embedding) return true;
+  for (const std::string& p : patterns) {
+    for (size_t at = 0; at != std::string::npos;) {
+      if (fnmatch(p.c_str(), name.c_str() + at, 0) == 0) return true;
+      at = name.find('.', at);
+      if (at != std::string::npos) ++at;
+    }
+  }
+  return false;
+}
+
+std::string NoDecayRule::ToString() const {
+  std::vector<std::string> parts;
+  if (one_dimensional) parts.push_back("1-D (biases, norms)");
+  if (embeddings) parts.push_back("embeddings");
+  for (const std::string& p : patterns) parts.push_back(p);
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+absl::StatusOr<NoDecayRule> ParseNoDecay(absl::string_view text, bool embeddings) {
+  NoDecayRule rule;
+  rule.embeddings = embeddings;
+  if (text.empty()) return rule;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (part.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--no-decay \"", text, "\": an empty pattern (expected auto or patterns separated "
+          "by commas, e.g. 'auto,wte.*')"));
+    }
+    if (part == "auto") {
+      rule.one_dimensional = true;
+    } else {
+      rule.patterns.emplace_back(part);
+    }
+  }
+  return rule;
+}
+
+}  // namespace harmony::executor

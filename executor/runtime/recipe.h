@@ -1,0 +1,53 @@
+// The training recipe's choices beyond the optimizer (docs/DESIGN.md §6.5):
+// how gradient clipping meets the overlapped updates, and which parameters
+// take no weight decay. Parsed from flags by harmony-exec run and
+// harmony-ctl submit alike.
+//
+// Thread-safety: plain values and pure functions.
+
+#ifndef HARMONY_EXECUTOR_RUNTIME_RECIPE_H_
+#define HARMONY_EXECUTOR_RUNTIME_RECIPE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace harmony::executor {
+
+// How updates that come before the global gradient norm is known proceed
+// (executor/runtime/host_updates.h): step speculatively and redo when
+// clipping fires, or hold until every backward is done. kAuto: the plan's
+// faster estimate.
+enum class ClipMode { kAuto, kSpeculate, kHold };
+
+// "auto", "speculate", "hold"; InvalidArgument naming --clip-mode otherwise.
+absl::StatusOr<ClipMode> ParseClipMode(absl::string_view text);
+const char* ClipModeName(ClipMode mode);
+
+// The parameters without weight decay (AdamW's usual second group).
+struct NoDecayRule {
+  bool one_dimensional = false;  // Biases, norm weights: every parameter of <= 1 dimension.
+  bool embeddings = false;       // The weights of nn.Embedding and nn.EmbeddingBag.
+  // Shell patterns (fnmatch, `*` crossing dots) over a parameter's qualified
+  // name or any of its dotted tails: "ln_*" matches "h.0.ln_1.weight".
+  std::vector<std::string> patterns;
+
+  bool any() const { return one_dimensional || embeddings || !patterns.empty(); }
+  // Whether a parameter so named, of `dims` dimensions, in an embedding
+  // module or not, takes no decay.
+  bool Matches(const std::string& name, int64_t dims, bool in_embedding) const;
+  // "1-D, embeddings, ln_*" for logs; "none".
+  std::string ToString() const;
+};
+
+// --no-decay's value: "auto" (every <= 1-D parameter), patterns separated
+// by commas, or both ("auto,wte.*"); `embeddings` adds
+// --no-decay-embeddings. InvalidArgument naming --no-decay for an empty
+// pattern.
+absl::StatusOr<NoDecayRule> ParseNoDecay(absl::string_view text, bool embeddings);
+
+}  // namespace harmony::executor
+
+#endif  // HARMONY_EXECUTOR_RUNTIME_RECIPE_H_
