@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -64,6 +66,45 @@ absl::StatusOr<NoDecayRule> ParseNoDecay(absl::string_view text, bool embeddings
     }
   }
   return rule;
+}
+
+absl::Status ResolveRecipe(const optim::OptimizerOptions& o, int64_t iterations,
+                           TrainingRecipe& r) {
+  struct Value {
+    const char* flag;
+    double value;
+    bool below_one;  // Betas: in [0, 1).
+  };
+  for (const Value& v : {Value{"--lr", o.learning_rate, false},
+                         Value{"--momentum", o.momentum, false},
+                         Value{"--weight-decay", o.weight_decay, false},
+                         Value{"--beta1", o.beta1, true}, Value{"--beta2", o.beta2, true},
+                         Value{"--eps", o.epsilon, false},
+                         Value{"--clip-grad-norm", r.clip_grad_norm, false}}) {
+    if (!std::isfinite(v.value) || v.value < 0 || (v.below_one && v.value >= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          v.flag, " must be a finite number ", v.below_one ? "in [0, 1)" : ">= 0", ", got ",
+          v.value));
+    }
+  }
+  r.lr_schedule.total_iterations = iterations;
+  absl::StatusOr<optim::LrSchedule> s = optim::ResolveSchedule(r.lr_schedule, o.learning_rate);
+  if (!s.ok()) return s.status();
+  r.lr_schedule = *s;
+  return ParseNoDecay(r.no_decay, r.no_decay_embeddings).status();
+}
+
+std::string DescribeRecipe(const optim::OptimizerOptions& o, const TrainingRecipe& r) {
+  std::string out = optim::DescribeSchedule(r.lr_schedule, o.learning_rate);
+  if (r.clip_grad_norm > 0) {
+    absl::StrAppend(&out, "; clip grad norm ", r.clip_grad_norm, " (", ClipModeName(r.clip_mode),
+                    ")");
+  }
+  absl::StatusOr<NoDecayRule> rule = ParseNoDecay(r.no_decay, r.no_decay_embeddings);
+  if (rule.ok() && rule->any() && o.weight_decay > 0) {
+    absl::StrAppend(&out, "; no weight decay: ", rule->ToString());
+  }
+  return out;
 }
 
 }  // namespace harmony::executor

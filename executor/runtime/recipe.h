@@ -13,6 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "optim/cpu_optimizer.h"
+#include "optim/lr_schedule.h"
 
 namespace harmony::executor {
 
@@ -47,6 +49,35 @@ struct NoDecayRule {
 // --no-decay-embeddings. InvalidArgument naming --no-decay for an empty
 // pattern.
 absl::StatusOr<NoDecayRule> ParseNoDecay(absl::string_view text, bool embeddings);
+
+// What a run trains with beyond the optimizer's constants: the same in
+// harmony-exec run, daemon jobs (stored in their records) and checkpoints.
+struct TrainingRecipe {
+  // The learning rate of each iteration: the optimizer's scaled by this
+  // schedule (optim/lr_schedule.h; constant by default). Its
+  // total_iterations is the run's --iterations.
+  optim::LrSchedule lr_schedule;
+  // > 0: the gradients' global 2-norm is clipped to this before each step,
+  // as torch.nn.utils.clip_grad_norm_ does (executor/runtime/host_updates.h).
+  double clip_grad_norm = 0;
+  ClipMode clip_mode = ClipMode::kAuto;
+  // Parameters that take no weight decay (the optimizer's second group):
+  // --no-decay's text and --no-decay-embeddings.
+  std::string no_decay;
+  bool no_decay_embeddings = false;
+};
+
+// The recipe and the optimizer checked together, the schedule resolved for
+// a run of `iterations`: InvalidArgument naming the flag for a non-finite or
+// negative value (--lr, --momentum, --weight-decay, --beta1, --beta2, --eps,
+// --min-lr, --clip-grad-norm, ...) or inconsistent ones (warm-up longer than
+// the decay, --min-lr above --lr).
+absl::Status ResolveRecipe(const optim::OptimizerOptions& optimizer, int64_t iterations,
+                           TrainingRecipe& recipe);
+
+// "cosine lr 0.0006, warm-up 100, ...; clip 1 (speculate); no decay: 1-D" for
+// logs.
+std::string DescribeRecipe(const optim::OptimizerOptions& optimizer, const TrainingRecipe& r);
 
 }  // namespace harmony::executor
 

@@ -59,19 +59,8 @@ struct RuntimeOptions {
   // The devices to train on: virtual CPU devices "cpu:NxSIZE".
   common::DeviceSpec devices;
   optim::OptimizerOptions optimizer;
-  // The learning rate of each iteration: optimizer.learning_rate scaled by
-  // this schedule (optim/lr_schedule.h; constant by default). Its
-  // total_iterations is the run's --iterations (wsd and the default decay
-  // end need it).
-  optim::LrSchedule lr_schedule;
-  // > 0: the gradients' global 2-norm is clipped to this before each step,
-  // as torch.nn.utils.clip_grad_norm_ does (executor/runtime/host_updates.h),
-  // and reported per iteration. `clip_mode`: how updates that come before
-  // the norm is known proceed.
-  double clip_grad_norm = 0;
-  ClipMode clip_mode = ClipMode::kAuto;
-  // Parameters that take no weight decay (the optimizer's second group).
-  NoDecayRule no_decay;
+  // Schedules, clipping, weight-decay groups (executor/runtime/recipe.h).
+  TrainingRecipe recipe;
   // Seeds the dropout stream and, with `shuffle`, the sample order.
   uint64_t seed = 0;
   // Minibatches are taken in order, wrapping around; shuffled per epoch

@@ -2,6 +2,7 @@
 // weight-decay groups and gradient clipping, set up once the host store
 // exists, and recorded in checkpoints.
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,14 +27,10 @@ bool IsEmbeddingType(const std::string& qualified) {
 }  // namespace
 
 absl::Status Runtime::Impl::SetUpRecipe() {
-  HARMONY_ASSIGN_OR_RETURN(
-      options.lr_schedule,
-      optim::ResolveSchedule(options.lr_schedule, options.optimizer.learning_rate));
-  const double clip = options.clip_grad_norm;
-  if (!std::isfinite(clip) || clip < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--clip-grad-norm must be a finite number > 0 (or 0: off), got ", clip));
-  }
+  TrainingRecipe& r = options.recipe;
+  HARMONY_RETURN_IF_ERROR(ResolveRecipe(options.optimizer, r.lr_schedule.total_iterations, r));
+  HARMONY_ASSIGN_OR_RETURN(const NoDecayRule rule, ParseNoDecay(r.no_decay, r.no_decay_embeddings));
+  const double clip = r.clip_grad_norm;
   if (clip > 0 && options.world.distributed() && options.world.shard_optimizer_state) {
     return absl::InvalidArgumentError(
         "--clip-grad-norm with --shard-optimizer-state is not supported: each vLayer's summed "
@@ -61,13 +58,12 @@ absl::Status Runtime::Impl::SetUpRecipe() {
       }
     }
   }, absl::StatusCode::kInternal));
-  if (options.no_decay.any()) {
-    const NoDecayRule& rule = options.no_decay;
+  if (rule.any()) {
     no_decay_names = host->SetNoDecay([&](const std::string& name, const at::Tensor& t) {
       return rule.Matches(name, t.dim(), in_embedding.count(name) > 0);
     });
   }
-  clip_mode = options.clip_mode;
+  clip_mode = r.clip_mode;
   if (clip_mode == ClipMode::kAuto) {
     const proto::Estimates& est = plan.estimates();
     clip_mode = est.clip_hold_s() > 0 && est.clip_hold_s() < est.clip_speculate_s()
@@ -76,7 +72,7 @@ absl::Status Runtime::Impl::SetUpRecipe() {
   }
   UpdateRecipe recipe;
   recipe.learning_rate = options.optimizer.learning_rate;
-  recipe.schedule = options.lr_schedule;
+  recipe.schedule = r.lr_schedule;
   recipe.clip_grad_norm = clip;
   recipe.clip_mode = clip_mode;
   recipe.norm_threads = threads_per_device;
@@ -85,7 +81,7 @@ absl::Status Runtime::Impl::SetUpRecipe() {
 }
 
 std::string Runtime::Impl::RecipeJson() const {
-  const optim::LrSchedule& s = options.lr_schedule;
+  const optim::LrSchedule& s = options.recipe.lr_schedule;
   nlohmann::json j = {
       {"lr", options.optimizer.learning_rate},
       {"lr_schedule",
@@ -94,7 +90,7 @@ std::string Runtime::Impl::RecipeJson() const {
         {"decay_iterations", s.decay_iterations},
         {"min_lr", s.min_lr},
         {"total_iterations", s.total_iterations}}},
-      {"clip_grad_norm", options.clip_grad_norm},
+      {"clip_grad_norm", options.recipe.clip_grad_norm},
       {"weight_decay", options.optimizer.weight_decay},
       {"no_decay", no_decay_names},
   };
@@ -110,11 +106,11 @@ absl::Status Runtime::Impl::CheckRecipe(const std::string& text) const {
       return absl::InvalidArgumentError("the checkpoint's recipe is not JSON");
     }
   }
-  const std::string mine = optim::DescribeSchedule(options.lr_schedule,
+  const std::string mine = optim::DescribeSchedule(options.recipe.lr_schedule,
                                                    options.optimizer.learning_rate);
   std::string theirs = "constant lr (not recorded)";
-  bool same_schedule = options.lr_schedule.kind == optim::ScheduleKind::kConstant &&
-                       options.lr_schedule.warmup_iterations == 0;
+  bool same_schedule = options.recipe.lr_schedule.kind == optim::ScheduleKind::kConstant &&
+                       options.recipe.lr_schedule.warmup_iterations == 0;
   if (j.contains("lr_schedule") && j["lr_schedule"].is_object()) {
     const nlohmann::json& s = j["lr_schedule"];
     optim::LrSchedule r;
@@ -129,7 +125,7 @@ absl::Status Runtime::Impl::CheckRecipe(const std::string& text) const {
     const double lr = j.value("lr", 0.0);
     theirs = optim::DescribeSchedule(r, lr);
     // The total matters to wsd (its decay ends there) only.
-    optim::LrSchedule a = options.lr_schedule;
+    optim::LrSchedule a = options.recipe.lr_schedule;
     if (a.kind != optim::ScheduleKind::kWsd) a.total_iterations = r.total_iterations = 0;
     same_schedule = a == r && lr == options.optimizer.learning_rate;
   }

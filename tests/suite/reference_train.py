@@ -5,7 +5,10 @@ model, torch.optim, gradient accumulation over microbatches.
     /usr/bin/python3 tests/suite/reference_train.py MODEL.pt DATA.pt OUT.pt \
         --minibatch 8 --microbatch 2 --iterations 3 --optimizer sgd --lr 0.1 \
         [--momentum 0.9] [--loss auto|cross-entropy|mse] [--loss-output SEL] \
-        [--flush-denormal on|off]
+        [--flush-denormal on|off] [--weight-decay WD]
+        [--lr-schedule constant|cosine|linear|wsd --warmup-iterations W
+         --decay-iterations D --min-lr M] [--clip-grad-norm MAX]
+        [--no-decay auto|PATTERNS] [--no-decay-embeddings]
     /usr/bin/python3 tests/suite/reference_train.py --jobs runs.json
 (several runs in one process; each a JSON object with the same fields)
 
@@ -15,7 +18,14 @@ each microbatch forward, scales its loss by size / D and calls backward (so
 graph executor's optimisations are off, as in Harmony's vLayers, so that the
 same ops run in the same order.
 
-OUT.pt gets {"losses": [K] float64, "first_step": {name: tensor} (the
+The recipe follows the plain PyTorch way: a LambdaLR with the formula
+optim/lr_schedule.h documents (decay_iterations resolved as Harmony does),
+clip_grad_norm_(model.parameters(), MAX) before each step, and two
+parameter groups (weight decay, none) picked by the rule of
+executor/runtime/recipe.h.
+
+OUT.pt gets {"losses": [K] float64, "grad_norms": [K] float64 (with
+clipping), "lrs": [K] float64, "first_step": {name: tensor} (the
 weights after the first step), "weights": {name: tensor}, "buffers": {name:
 tensor}}, parameters under the names named_parameters()
 gives them (a tied weight once, under its first name).
@@ -29,7 +39,9 @@ the output's shape without it, over dimension 1 (N,C,H,W logits with N,H,W
 targets) otherwise.
 """
 import argparse
+import fnmatch
 import json
+import math
 
 import torch
 import torch.nn.functional as F
@@ -77,6 +89,56 @@ def as_list(value, arguments):
     return list(value)
 
 
+def lr_factor(a, total):
+    """optim/lr_schedule.h's factor, the same operations in the same order."""
+    kind = a.lr_schedule
+    w = a.warmup_iterations
+    d = a.decay_iterations
+    if kind in ("cosine", "linear") and d == 0:
+        d = total
+    if kind == "wsd" and d == 0:
+        d = max(1, total // 5)
+    m = a.min_lr / a.lr if a.lr > 0 else 0.0
+
+    def factor(i):
+        if i < w:
+            return float(i + 1) / float(w)
+        if kind in ("cosine", "linear"):
+            r = min(1.0, float(i - w) / float(d - w))
+            if kind == "cosine":
+                return m + (1.0 - m) * (0.5 * (1.0 + math.cos(math.pi * r)))
+            return m + (1.0 - m) * (1.0 - r)
+        if kind == "wsd":
+            start = total - d
+            if i >= start:
+                r = min(1.0, float(i - start) / float(d))
+                return m + (1.0 - m) * (1.0 - r)
+        return 1.0
+    return factor
+
+
+def no_decay_names(model, a):
+    """The parameters executor/runtime/recipe.h's rule exempts from decay."""
+    if not a.no_decay and not a.no_decay_embeddings:
+        return set()
+    parts = [p.strip() for p in (a.no_decay or "").split(",") if p.strip()]
+    one_d = "auto" in parts
+    patterns = [p for p in parts if p != "auto"]
+    embedding = set()
+    for mname, module in model.named_modules():
+        qual = module.original_name if hasattr(module, "original_name") else type(module).__name__
+        if qual in ("Embedding", "EmbeddingBag"):
+            for pname, _ in module.named_parameters(recurse=False):
+                embedding.add(f"{mname}.{pname}" if mname else pname)
+    out = set()
+    for name, p in model.named_parameters():
+        tails = [name] + [name[i + 1:] for i, c in enumerate(name) if c == "."]
+        if (one_d and p.dim() <= 1) or (a.no_decay_embeddings and name in embedding) or \
+                any(fnmatch.fnmatchcase(t, pat) for pat in patterns for t in tails):
+            out.add(name)
+    return out
+
+
 def train(a):
     """One run: `a` has the flags' fields. Writes a.out."""
     torch.set_flush_denormal(a.flush_denormal == "on")
@@ -91,13 +153,24 @@ def train(a):
     took_targets = len(arguments) == len(inputs) + len(targets) and len(targets) > 0
 
     params = [t for _, t in model.named_parameters()]
+    exempt = no_decay_names(model, a)
+    groups = [{"params": [t for n, t in model.named_parameters() if n not in exempt]},
+              {"params": [t for n, t in model.named_parameters() if n in exempt],
+               "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
     if a.optimizer == "sgd":
-        opt = torch.optim.SGD(params, lr=a.lr, momentum=a.momentum, foreach=False)
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum,
+                              weight_decay=a.weight_decay, foreach=False)
+    elif a.optimizer == "adamw":
+        opt = torch.optim.AdamW(groups, lr=a.lr, weight_decay=a.weight_decay, foreach=False)
     else:
-        opt = torch.optim.Adam(params, lr=a.lr, foreach=False)
+        opt = torch.optim.Adam(groups, lr=a.lr, weight_decay=a.weight_decay, foreach=False)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(a, a.iterations))
 
     n = inputs[0].size(0)
     losses = []
+    norms = []
+    lrs = []
     first_step = {}
     with torch.jit.optimized_execution(False):
         for it in range(a.iterations):
@@ -114,10 +187,17 @@ def train(a):
                 total += scaled.item()
                 scaled.backward()
             losses.append(total)
+            if a.clip_grad_norm > 0:
+                norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                                  a.clip_grad_norm)))
+            lrs.append(opt.param_groups[0]["lr"])
             opt.step()
+            sched.step()
             if it == 0:
                 first_step = {k: v.detach().clone() for k, v in model.named_parameters()}
     torch.save({"losses": torch.tensor(losses, dtype=torch.float64),
+                "grad_norms": torch.tensor(norms, dtype=torch.float64),
+                "lrs": torch.tensor(lrs, dtype=torch.float64),
                 "first_step": first_step,
                 "weights": {k: v.detach() for k, v in model.named_parameters()},
                 "buffers": {k: v.detach() for k, v in model.named_buffers()}}, a.out)
@@ -131,7 +211,16 @@ def main():
     p.add_argument("--minibatch", type=int)
     p.add_argument("--microbatch", type=int)
     p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
+    p.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default="sgd")
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine", "linear", "wsd"],
+                   default="constant")
+    p.add_argument("--warmup-iterations", type=int, default=0)
+    p.add_argument("--decay-iterations", type=int, default=0)
+    p.add_argument("--min-lr", type=float, default=0.0)
+    p.add_argument("--clip-grad-norm", type=float, default=0.0)
+    p.add_argument("--no-decay", default="")
+    p.add_argument("--no-decay-embeddings", action="store_true")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--loss", choices=["auto", "cross-entropy", "mse"], default="auto")
