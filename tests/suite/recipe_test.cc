@@ -1,0 +1,286 @@
+// The training recipe through the real commands (harmony-plan,
+// harmony-exec run) against a plain PyTorch loop that does the same
+// (tests/suite/reference_train.py: LambdaLR with optim/lr_schedule.h's
+// formula, clip_grad_norm_ before each step, AdamW with a no-decay group):
+//
+//   - the LLaMA-style decoder of the suite, AdamW, warm-up + cosine to a
+//     floor, clipping at a norm between the iterations' norms so that it
+//     fires on some iterations and not on others, no decay on 1-D
+//     parameters: on one device and in vPP on two (updates stepped
+//     speculatively and redone when clipping fires; and held), bit for bit:
+//     the learning rates, the gradient norms, the losses and every weight;
+//   - in vDP on two devices (each device sums its own microbatches first),
+//     within 1e-4 of each parameter's change over the run;
+//   - a run stopped in the middle of the warm-up and resumed from its
+//     checkpoint, bit for bit with the uninterrupted loop;
+//   - every bad value refused before training, naming the flag.
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/files.h"
+#include "common/tensor_file.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/run_command.h"
+
+namespace harmony {
+namespace {
+
+using testing::RunCommand;
+
+const char kPlan[] = "planner/harmony-plan";
+const char kExec[] = "executor/harmony-exec";
+const char kModel[] = "tests/suite/llama.pt";
+const char kData[] = "tests/suite/llama_data.pt";
+constexpr int kIterations = 6;
+// The iterations' gradient norms are 0.64-0.68 at this schedule: clipping
+// at 0.66 fires on some and not on others.
+const char kRecipe[] =
+    " --optimizer adamw --lr 0.01 --weight-decay 0.1 --lr-schedule cosine "
+    "--warmup-iterations 3 --min-lr 0.001 --clip-grad-norm 0.66 --no-decay auto";
+
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+struct Reference {
+  std::vector<double> losses, norms, lrs;
+  std::map<std::string, at::Tensor> weights;
+};
+
+std::vector<double> Doubles(const c10::IValue& v) {
+  std::vector<double> out;
+  at::Tensor t = v.toTensor();
+  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t[i].item<double>());
+  return out;
+}
+
+Reference ReadReference(const std::string& path) {
+  Reference r;
+  absl::StatusOr<c10::IValue> v = common::LoadTensorFile(path);
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (!v.ok()) return r;
+  for (const auto& item : v->toGenericDict()) {
+    const std::string& key = item.key().toStringRef();
+    if (key == "losses") r.losses = Doubles(item.value());
+    if (key == "grad_norms") r.norms = Doubles(item.value());
+    if (key == "lrs") r.lrs = Doubles(item.value());
+    if (key == "weights") {
+      for (const auto& w : item.value().toGenericDict()) {
+        r.weights[w.key().toStringRef()] = w.value().toTensor();
+      }
+    }
+  }
+  return r;
+}
+
+// The plain loop's run, once per thread count (a device's intra-op
+// threads: some reductions round differently at another count).
+const Reference& ReferenceRun(int threads) {
+  static auto* runs = new std::map<int, Reference>();
+  auto it = runs->find(threads);
+  if (it != runs->end()) return it->second;
+  const std::string out = Tmp(absl::StrCat("reference_", threads, ".pt"));
+  auto ran = RunCommand(absl::StrCat(
+      "/usr/bin/python3 tests/suite/reference_train.py ", kModel, " ", kData, " ", out,
+      " --minibatch 8 --microbatch 2 --iterations ", kIterations, " --threads ", threads,
+      kRecipe));
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  return (*runs)[threads] = ReadReference(out);
+}
+
+std::vector<nlohmann::json> ReadMetrics(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  absl::StatusOr<std::string> text = common::ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status();
+  if (!text.ok()) return out;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+std::string Plan(const std::string& name, const std::string& flags) {
+  const std::string path = Tmp(name + ".pb");
+  auto planned = RunCommand(absl::StrCat(kPlan, " ", kModel, " --sample-input ", kData,
+                                         " --minibatch 8 --microbatch 2 ", flags, " -o ", path));
+  EXPECT_EQ(planned.exit_code, 0) << planned.output;
+  return path;
+}
+
+struct Trained {
+  std::vector<nlohmann::json> metrics;
+  std::map<std::string, at::Tensor> weights;
+  std::string output;
+};
+
+Trained Train(const std::string& plan, const std::string& name, const std::string& flags) {
+  Trained r;
+  const std::string out = Tmp(name + ".out.pt");
+  const std::string metrics = Tmp(name + ".jsonl");
+  auto trained = RunCommand(absl::StrCat(kExec, " run ", plan, " --model ", kModel, " --data ",
+                                         kData, kRecipe, " --out ", out, " --metrics ", metrics,
+                                         " ", flags));
+  r.output = trained.output;
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  if (trained.exit_code != 0) return r;
+  r.metrics = ReadMetrics(metrics);
+  torch::jit::Module m = torch::jit::load(out);
+  for (const auto& p : m.named_parameters()) r.weights[p.name] = p.value.detach().clone();
+  return r;
+}
+
+// Every parameter within `tolerance` of its change over the run (0: equal).
+void ExpectWeights(const Trained& run, const Reference& ref, double tolerance,
+                   const std::string& what) {
+  static const auto* initial = [] {
+    auto* w = new std::map<std::string, at::Tensor>();
+    torch::jit::Module m = torch::jit::load(kModel);
+    for (const auto& p : m.named_parameters()) (*w)[p.name] = p.value.detach().clone();
+    return w;
+  }();
+  ASSERT_EQ(run.weights.size(), ref.weights.size()) << what;
+  for (const auto& [name, want] : ref.weights) {
+    auto got = run.weights.find(name);
+    ASSERT_NE(got, run.weights.end()) << what << ": " << name;
+    if (tolerance == 0) {
+      EXPECT_TRUE(at::equal(got->second, want))
+          << what << ": " << name << " differs by "
+          << (got->second - want).abs().max().item<double>();
+      continue;
+    }
+    const double change = (want - initial->at(name)).abs().max().item<double>();
+    const double diff = (got->second - want).abs().max().item<double>();
+    EXPECT_LE(diff, tolerance * change) << what << ": " << name;
+  }
+}
+
+// The learning rates, norms and losses bit for bit; clipping fired on some
+// iterations and not on others. Returns how many iterations redid updates.
+int ExpectSameIterations(const Trained& run, const Reference& ref, const std::string& what,
+                         bool exact = true) {
+  EXPECT_EQ(run.metrics.size(), static_cast<size_t>(kIterations)) << what;
+  EXPECT_EQ(ref.norms.size(), static_cast<size_t>(kIterations)) << what;
+  int fired = 0, redone = 0;
+  for (size_t i = 0; i < run.metrics.size() && i < ref.norms.size(); ++i) {
+    const nlohmann::json& m = run.metrics[i];
+    EXPECT_EQ(m["lr"].get<double>(), ref.lrs[i]) << what << ", iteration " << i;
+    const double norm = m["grad_norm"].get<double>();
+    const double loss = m["loss"].get<double>();
+    if (exact) {
+      EXPECT_EQ(norm, ref.norms[i]) << what << ", iteration " << i;
+      EXPECT_EQ(loss, ref.losses[i]) << what << ", iteration " << i;
+    } else {
+      EXPECT_NEAR(norm, ref.norms[i], 1e-5 * ref.norms[i]) << what << ", iteration " << i;
+      EXPECT_NEAR(loss, ref.losses[i], 1e-5 * std::abs(ref.losses[i])) << what;
+    }
+    const bool fires = m["clip"]["coef"].get<double>() < 1;
+    EXPECT_EQ(fires, ref.norms[i] > 0.66) << what << ", iteration " << i;
+    fired += fires;
+    redone += m["clip"]["redone"].get<bool>();
+  }
+  EXPECT_GT(fired, 0) << what;
+  EXPECT_LT(fired, kIterations) << what;
+  return redone;
+}
+
+TEST(RecipeTest, OneDeviceEqualsThePlainLoopBitForBit) {
+  const std::string plan = Plan("one", "--gpus 1 --device-memory 64MiB");
+  const Trained run = Train(plan, "one", "--iterations 6 --devices cpu:1x64MiB");
+  const Reference& ref = ReferenceRun(2);
+  ExpectSameIterations(run, ref, "one device");
+  ExpectWeights(run, ref, 0, "one device");
+  EXPECT_NE(run.output.find("no weight decay: 1-D (biases, norms) (7 parameter(s))"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST(RecipeTest, VppSpeculatesAndRedoesOrHoldsBitForBit) {
+  const std::string plan =
+      Plan("vpp", "--gpus 2 --device-memory 400KiB --mode vpp");
+  const Reference& ref = ReferenceRun(1);
+  const Trained speculated =
+      Train(plan, "vpp_speculate", "--iterations 6 --devices cpu:2x400KiB --clip-mode speculate");
+  EXPECT_GT(ExpectSameIterations(speculated, ref, "vPP speculating"), 0)
+      << "no iteration redid its speculative updates";
+  ExpectWeights(speculated, ref, 0, "vPP speculating");
+  for (const nlohmann::json& m : speculated.metrics) {
+    EXPECT_GT(m["clip"]["speculated_vlayers"].get<int>(), 0);
+  }
+  const Trained held =
+      Train(plan, "vpp_hold", "--iterations 6 --devices cpu:2x400KiB --clip-mode hold");
+  EXPECT_EQ(ExpectSameIterations(held, ref, "vPP holding"), 0);
+  ExpectWeights(held, ref, 0, "vPP holding");
+}
+
+TEST(RecipeTest, VdpWithinTodaysBound) {
+  const std::string plan = Plan("vdp", "--gpus 2 --device-memory 64MiB --mode vdp");
+  const Trained run = Train(plan, "vdp", "--iterations 6 --devices cpu:2x64MiB");
+  const Reference& ref = ReferenceRun(1);
+  ExpectSameIterations(run, ref, "vDP", /*exact=*/false);
+  ExpectWeights(run, ref, 1e-4, "vDP");
+}
+
+TEST(RecipeTest, ResumedInTheWarmUpContinuesTheSchedule) {
+  const std::string plan = Plan("resume", "--gpus 1 --device-memory 64MiB");
+  const std::string dir = Tmp("resume_checkpoints");
+  // A checkpoint after iteration 2 of a 3-iteration warm-up ...
+  auto first = RunCommand(absl::StrCat(kExec, " run ", plan, " --model ", kModel, " --data ",
+                                       kData, kRecipe,
+                                       " --iterations 6 --devices cpu:1x64MiB --checkpoint-dir ",
+                                       dir, " --checkpoint-every 2 --keep-checkpoints 3"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // ... and resumed from its checkpoint at iteration 2.
+  const Trained resumed = Train(plan, "resume", absl::StrCat("--iterations 6 --devices cpu:1x64MiB "
+                                                         "--resume ", dir, "/checkpoint-2.pt"));
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  const Reference& ref = ReferenceRun(2);
+  ExpectSameIterations(resumed, ref, "resumed");
+  ExpectWeights(resumed, ref, 0, "resumed");
+  // Another schedule is refused, naming both.
+  auto other = RunCommand(absl::StrCat(
+      kExec, " run ", plan, " --model ", kModel, " --data ", kData,
+      " --optimizer adamw --lr 0.01 --weight-decay 0.1 --no-decay auto --lr-schedule linear "
+      "--iterations 6 --devices cpu:1x64MiB --resume ", dir, "/checkpoint-2.pt"));
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("the checkpoint was trained with learning rate cosine lr 0.01"),
+            std::string::npos)
+      << other.output;
+}
+
+TEST(RecipeTest, BadValuesAreRefusedBeforeTrainingNamingTheFlag) {
+  const std::string plan = Plan("bad", "--gpus 1 --device-memory 64MiB");
+  const std::string base = absl::StrCat(kExec, " run ", plan, " --model ", kModel, " --data ",
+                                        kData, " --iterations 10 --devices cpu:1x64MiB ");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--lr inf", "--lr must be a finite number >= 0, got inf"},
+      {"--lr -0.1", "--lr must be a finite number >= 0"},
+      {"--momentum nan", "--momentum must be a finite number"},
+      {"--weight-decay -1", "--weight-decay must be a finite number >= 0"},
+      {"--optimizer adam --beta2 1", "--beta2 must be a finite number in [0, 1)"},
+      {"--clip-grad-norm -1", "--clip-grad-norm must be a finite number >= 0"},
+      {"--lr-schedule cosine --min-lr 0.5 --lr 0.1", "--min-lr 0.5 is above --lr 0.1"},
+      {"--lr-schedule cosine --warmup-iterations 10",
+       "--warmup-iterations 10 must be below --decay-iterations 10"},
+      {"--lr-schedule wsd --warmup-iterations 6 --decay-iterations 5",
+       "exceed --iterations 10"},
+      {"--lr-schedule cosin", "unknown schedule \"cosin\""},
+      {"--clip-mode later --clip-grad-norm 1", "--clip-mode: unknown mode"},
+      {"--no-decay 'auto,,x'", "--no-decay \"auto,,x\": an empty pattern"},
+  };
+  for (const auto& [flags, message] : cases) {
+    auto r = RunCommand(base + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+    EXPECT_EQ(r.output.find("iter 1/"), std::string::npos) << flags << ": trained";
+  }
+}
+
+}  // namespace
+}  // namespace harmony
