@@ -27,6 +27,7 @@
 #include "common/units.h"
 #include "executor/client/client.h"
 #include "executor/client/job_text.h"
+#include "executor/client/recipe_flags.h"
 #include "executor/client/world_submit.h"
 #include "proto/executor.pb.h"
 
@@ -273,6 +274,8 @@ int Submit(const std::vector<std::string>& args) {
       ("wait",
        "follow the job to its end; exit 0 only if it succeeded");
   // clang-format on
+  harmony::executor::RecipeFlags recipe;
+  harmony::executor::AddRecipeFlags(flags, &recipe);
   AddCommon(flags, common);
   po::options_description hidden;
   hidden.add_options()("plan", po::value(&plan_path));
@@ -309,6 +312,7 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("world", &world_list);
     config->Get("world_timeout", &world_timeout);
     config->Get("shard_optimizer_state", &shard);
+    harmony::executor::ReadRecipeConfig(*config, &recipe);
     if (absl::Status s = config->Finish(); !s.ok()) {
       std::cerr << "harmony-ctl: " << s.message() << "\n";
       return 2;
@@ -317,6 +321,7 @@ int Submit(const std::vector<std::string>& args) {
   po::notify(vm);
   if (vm.count("wait")) wait = true;
   if (vm.count("upload-model")) upload = true;
+  harmony::executor::ReadRecipeSwitches(vm, &recipe);
   if (plan_path.empty() || model.empty() || data.empty() || iterations < 1) {
     std::cerr << "harmony-ctl: submit needs PLAN, --model, --data and --iterations (>= 1) "
                  "(see --help)\n";
@@ -354,6 +359,7 @@ int Submit(const std::vector<std::string>& args) {
   o->set_beta1(beta1);
   o->set_beta2(beta2);
   o->set_epsilon(eps);
+  harmony::executor::ToProto(recipe, o);
   request.set_output_path(AbsolutePath(out));
   request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));
   if (checkpoint_minutes < 0 || keep_checkpoints < 1) {

@@ -119,9 +119,12 @@ std::string FirstLine(const std::string& text) {
 TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   auto d = Daemon::Start(StartFlags("same", "cpu:2x1MiB"));
   ASSERT_FALSE(d->address().empty()) << d->output();
-  // The denormal policy against the plan's (profiled flushing): per job.
+  // The denormal policy against the plan's (profiled flushing): per job;
+  // and the recipe (a schedule, clipping that fires, no-decay groups).
   const std::string settings =
-      "--iterations 4 --optimizer adam --lr 0.01 --weight-decay 0.01 --flush-denormal off";
+      "--iterations 4 --optimizer adamw --lr 0.01 --weight-decay 0.01 --flush-denormal off "
+      "--lr-schedule cosine --warmup-iterations 1 --min-lr 0.001 --clip-grad-norm 0.01 "
+      "--clip-mode hold --no-decay";
   auto r = RunCommand(Submit(*d, "plan2", absl::StrCat(settings, " --wait --name same --out ",
                                                        Tmp("daemon_trained.pt"))));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -153,7 +156,12 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   nlohmann::json job = Json(d->Ctl("status job-1 --json"));
   EXPECT_EQ(job["state"], "SUCCEEDED");
   EXPECT_EQ(job["progress"]["iteration"], 4);
-  EXPECT_EQ(job["optimizer"]["kind"], "ADAM");
+  EXPECT_EQ(job["optimizer"]["kind"], "ADAMW");
+  EXPECT_EQ(job["optimizer"]["lr_schedule"], "cosine");
+  EXPECT_EQ(job["optimizer"]["decay_iterations"], "4");  // int64 in proto JSON.
+  EXPECT_EQ(job["optimizer"]["clip_grad_norm"], 0.01);
+  EXPECT_EQ(job["optimizer"]["clip_mode"], "hold");
+  EXPECT_EQ(job["optimizer"]["no_decay"], "auto");
   EXPECT_EQ(job["flush_denormal"], false);
   EXPECT_EQ(job["history"].size(), 3u);
   r = RunCommand(d->Ctl("list"));
@@ -162,6 +170,18 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   r = RunCommand(d->Ctl("logs job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "iteration 4/4 loss")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "denormals computed")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "(clipped)")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "recipe: cosine lr 0.01, warm-up 1")) << r.output;
+  r = RunCommand(d->Ctl("status job-1"));
+  EXPECT_TRUE(absl::StrContains(r.output, "clip grad norm: 0.01 (hold)")) << r.output;
+  // Bad values are refused at submission, naming the flag.
+  r = RunCommand(Submit(*d, "plan2", "--iterations 4 --lr inf"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--lr must be a finite number >= 0, got inf"))
+      << r.output;
+  r = RunCommand(Submit(*d, "plan2", "--iterations 4 --lr-schedule linear --min-lr 1"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--min-lr 1 is above --lr 0.01")) << r.output;
   // Global flags before the command, as git and kubectl take them, and the
   // address from the environment.
   r = RunCommand(absl::StrCat(kCtl, " --address ", d->address(), " --json list"));

@@ -116,6 +116,17 @@ void PrintJob(const proto::Job& j) {
     std::cout << ", denormals " << (j.flush_denormal() ? "flushed to zero" : "computed");
   }
   std::cout << "\n";
+  if (!o.lr_schedule().empty() && o.lr_schedule() != "constant") {
+    std::cout << "  schedule: " << o.lr_schedule() << ", warm-up " << o.warmup_iterations()
+              << ", decay " << o.decay_iterations() << ", min lr " << o.min_lr() << "\n";
+  }
+  if (o.clip_grad_norm() > 0) {
+    std::cout << "  clip grad norm: " << o.clip_grad_norm() << " (" << o.clip_mode() << ")\n";
+  }
+  if (!o.no_decay().empty()) {
+    std::cout << "  no weight decay: " << o.no_decay()
+              << (o.no_decay_embeddings() ? ", embeddings" : "") << "\n";
+  }
   if (j.has_progress()) std::cout << "  progress: " << ProgressLine(j.progress(), false) << "\n";
   std::cout << "  history:\n";
   for (const auto& c : j.history()) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "executor/runtime/recipe.h"
 #include "optim/cpu_optimizer.h"
 #include "proto/plan.pb.h"
 
@@ -60,6 +61,8 @@ struct JobSpec {
   std::string data_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
+  // Schedules, clipping, weight-decay groups (resolved for `iterations`).
+  TrainingRecipe recipe;
   // Where the trained model is written; empty: not written.
   std::string output_path;
   // A checkpoint (executor/runtime/checkpoint.h) every N iterations, at the
@@ -96,6 +99,10 @@ struct JobProgress {
   int64_t iterations = 0;
   double loss = 0;
   double samples_per_s = 0;
+  double learning_rate = 0;
+  bool clipping = false;  // Then the gradients' norm and the factor (1: not clipped).
+  double grad_norm = 0;
+  double clip_coef = 1;
   uint64_t swap_in_bytes = 0;   // Host to devices, in that iteration.
   uint64_t swap_out_bytes = 0;  // Devices to host.
   double eta_s = 0;
@@ -122,6 +129,7 @@ struct JobRecord {
   std::string output_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
+  TrainingRecipe recipe;
   int64_t checkpoint_interval = 0;
   double checkpoint_minutes = 0;
   int keep_checkpoints = 2;

@@ -345,6 +345,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.resume_from = spec.resume_from;
   record.seed = spec.seed;
   record.flush_denormal = spec.flush_denormal;
+  record.recipe = spec.recipe;
   record.world = spec.world;
   record.held = spec.world.active();
   if (record.world.active() && record.world.rank == 0 && record.world.store.empty()) {

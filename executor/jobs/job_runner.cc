@@ -71,6 +71,7 @@ void JobManager::Impl::Run(Job* job) {
     ro.optimizer = spec.optimizer;
     ro.seed = spec.seed;
     ro.flush_denormal = spec.flush_denormal;
+    ro.recipe = spec.recipe;
     ro.shuffle = spec.seed != 0;
     {
       absl::MutexLock lock(&mu);
@@ -157,6 +158,10 @@ void JobManager::Impl::Run(Job* job) {
                        spec.data_path, ", denormals ",
                        runtime->flush_denormal() ? "flushed to zero" : "computed"),
           /*daemon_too=*/false);
+      TrainingRecipe shown = spec.recipe;
+      shown.clip_mode = runtime->clip_mode();
+      Log(*job, absl::StrCat("recipe: ", DescribeRecipe(spec.optimizer, shown)),
+          /*daemon_too=*/false);
     }
     // Checkpoints are written in the background (training stalls only while
     // the state is copied); the record names one once it is on disk.
@@ -235,6 +240,10 @@ void JobManager::Impl::Run(Job* job) {
       p.iteration = i + 1;
       p.iterations = spec.iterations;
       p.loss = m->loss;
+      p.learning_rate = m->learning_rate;
+      p.clipping = m->clipping;
+      p.grad_norm = m->grad_norm;
+      p.clip_coef = m->clip_coef;
       p.samples_per_s = m->samples_per_s;
       p.swap_in_bytes = m->bytes.to_device();
       p.swap_out_bytes = m->bytes.to_host();
@@ -264,9 +273,13 @@ void JobManager::Impl::Run(Job* job) {
         absl::MutexLock lock(&mu);
         job->record.progress = p;
         Log(*job, absl::StrFormat("iteration %d/%d loss %.6g %.1f samples/s to devices %s "
-                                  "to host %s",
+                                  "to host %s lr %.4g%s",
                                   p.iteration, p.iterations, p.loss, p.samples_per_s,
-                                  FormatBytes(p.swap_in_bytes), FormatBytes(p.swap_out_bytes)),
+                                  FormatBytes(p.swap_in_bytes), FormatBytes(p.swap_out_bytes),
+                                  p.learning_rate,
+                                  p.clipping ? absl::StrFormat(" grad norm %.4g%s", p.grad_norm,
+                                                               p.clip_coef < 1 ? " (clipped)" : "")
+                                             : std::string()),
             /*daemon_too=*/false);
         JobEvent event;
         event.kind = JobEvent::Kind::kProgress;

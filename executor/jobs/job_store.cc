@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/files.h"
 #include "common/plan_file.h"
+#include "executor/runtime/recipe.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -97,6 +98,16 @@ std::string JobRecordToJson(const JobRecord& r) {
            {"beta1", r.optimizer.beta1},
            {"beta2", r.optimizer.beta2},
            {"epsilon", r.optimizer.epsilon}}},
+         {"recipe",
+          {{"lr_schedule", optim::ScheduleKindName(r.recipe.lr_schedule.kind)},
+           {"warmup_iterations", r.recipe.lr_schedule.warmup_iterations},
+           {"decay_iterations", r.recipe.lr_schedule.decay_iterations},
+           {"min_lr", r.recipe.lr_schedule.min_lr},
+           {"total_iterations", r.recipe.lr_schedule.total_iterations},
+           {"clip_grad_norm", r.recipe.clip_grad_norm},
+           {"clip_mode", ClipModeName(r.recipe.clip_mode)},
+           {"no_decay", r.recipe.no_decay},
+           {"no_decay_embeddings", r.recipe.no_decay_embeddings}}},
          {"checkpoint_interval", r.checkpoint_interval},
          {"checkpoint_minutes", r.checkpoint_minutes},
          {"keep_checkpoints", r.keep_checkpoints},
@@ -161,6 +172,22 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.optimizer.beta1 = o.at("beta1").get<double>();
     r.optimizer.beta2 = o.at("beta2").get<double>();
     r.optimizer.epsilon = o.at("epsilon").get<double>();
+    if (j.contains("recipe")) {  // Absent in records made before recipes.
+      const json& c = j.at("recipe");
+      auto schedule = optim::ParseScheduleKind(c.value("lr_schedule", std::string("constant")));
+      if (!schedule.ok()) return schedule.status();
+      r.recipe.lr_schedule.kind = *schedule;
+      r.recipe.lr_schedule.warmup_iterations = c.value("warmup_iterations", int64_t{0});
+      r.recipe.lr_schedule.decay_iterations = c.value("decay_iterations", int64_t{0});
+      r.recipe.lr_schedule.min_lr = c.value("min_lr", 0.0);
+      r.recipe.lr_schedule.total_iterations = c.value("total_iterations", int64_t{0});
+      r.recipe.clip_grad_norm = c.value("clip_grad_norm", 0.0);
+      auto mode = ParseClipMode(c.value("clip_mode", std::string("auto")));
+      if (!mode.ok()) return mode.status();
+      r.recipe.clip_mode = *mode;
+      r.recipe.no_decay = c.value("no_decay", std::string());
+      r.recipe.no_decay_embeddings = c.value("no_decay_embeddings", false);
+    }
     r.checkpoint_interval = j.at("checkpoint_interval").get<int64_t>();
     r.checkpoint_minutes = j.value("checkpoint_minutes", 0.0);
     r.keep_checkpoints = j.value("keep_checkpoints", 2);

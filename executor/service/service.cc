@@ -10,7 +10,9 @@
 #include "absl/synchronization/mutex.h"
 #include "common/plan_file.h"
 #include "common/units.h"
+#include "common/status.h"
 #include "executor/jobs/job.h"
+#include "executor/runtime/recipe.h"
 
 namespace harmony::executor {
 namespace {
@@ -105,6 +107,18 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_output_path(r.output_path);
   out->set_iterations(static_cast<uint32_t>(r.iterations));
   ToProto(r.optimizer, out->mutable_optimizer());
+  {
+    proto::OptimizerSettings* o = out->mutable_optimizer();
+    const TrainingRecipe& c = r.recipe;
+    o->set_lr_schedule(optim::ScheduleKindName(c.lr_schedule.kind));
+    o->set_warmup_iterations(c.lr_schedule.warmup_iterations);
+    o->set_decay_iterations(c.lr_schedule.decay_iterations);
+    o->set_min_lr(c.lr_schedule.min_lr);
+    o->set_clip_grad_norm(c.clip_grad_norm);
+    o->set_clip_mode(ClipModeName(c.clip_mode));
+    o->set_no_decay(c.no_decay);
+    o->set_no_decay_embeddings(c.no_decay_embeddings);
+  }
   for (int d : r.devices) out->add_devices(d);
   if (r.progress) ToProto(*r.progress, out->mutable_progress());
   SetTime(r.submitted_at, out->mutable_submitted_at());
@@ -190,6 +204,22 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   if (o.beta1() != 0) spec.optimizer.beta1 = o.beta1();
   if (o.beta2() != 0) spec.optimizer.beta2 = o.beta2();
   if (o.epsilon() != 0) spec.optimizer.epsilon = o.epsilon();
+  {
+    // The recipe, every value checked at submission (before training).
+    TrainingRecipe& recipe = spec.recipe;
+    HARMONY_ASSIGN_OR_RETURN(
+        recipe.lr_schedule.kind,
+        optim::ParseScheduleKind(o.lr_schedule().empty() ? "constant" : o.lr_schedule()));
+    recipe.lr_schedule.warmup_iterations = o.warmup_iterations();
+    recipe.lr_schedule.decay_iterations = o.decay_iterations();
+    recipe.lr_schedule.min_lr = o.min_lr();
+    recipe.clip_grad_norm = o.clip_grad_norm();
+    HARMONY_ASSIGN_OR_RETURN(recipe.clip_mode,
+                             ParseClipMode(o.clip_mode().empty() ? "auto" : o.clip_mode()));
+    recipe.no_decay = o.no_decay();
+    recipe.no_decay_embeddings = o.no_decay_embeddings();
+    HARMONY_RETURN_IF_ERROR(ResolveRecipe(spec.optimizer, r.iterations(), recipe));
+  }
   if (o.momentum() < 0 || o.weight_decay() < 0 || o.beta1() < 0 || o.beta1() >= 1 ||
       o.beta2() < 0 || o.beta2() >= 1 || o.epsilon() < 0) {
     return absl::InvalidArgumentError(
