@@ -1,4 +1,4 @@
-// Learning-rate schedules (docs/DESIGN.md §6): the rate of each iteration,
+// Learning-rate schedules (docs/DESIGN.md §6.8): the rate of each iteration,
 // a function of the iteration alone, so a resumed run continues where it
 // stopped. Evaluated on the host once per iteration.
 //

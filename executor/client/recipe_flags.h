@@ -1,6 +1,6 @@
 // The training recipe's flags (schedules, clipping, weight-decay groups),
 // shared by `harmony-exec run` and `harmony-ctl submit` so both take the
-// same flags with the same help (docs/DESIGN.md §6.5).
+// same flags with the same help (docs/DESIGN.md §6.8).
 //
 // Thread-safety: plain values and functions.
 

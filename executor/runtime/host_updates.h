@@ -1,4 +1,4 @@
-// The host's update thread (docs/DESIGN.md §6.5): steps each pack's
+// The host's update thread (docs/DESIGN.md §6.8): steps each pack's
 // optimizer in the plan's update order as soon as the backward tasks whose
 // gradients it applies are done, at the iteration's learning rate (the
 // schedule's), with global gradient-norm clipping when asked.
@@ -22,8 +22,8 @@
 //     multiplies by 1);
 //   - or holds (ClipMode::kHold): waits for every backward task, then steps
 //     every vLayer once, clipped.
-// The planner simulates both (Estimates.clip_speculate_s, clip_hold_s);
-// kAuto takes the faster.
+// kAuto speculates: the faster unless clipping fires on most iterations
+// (then every speculated step is paid twice).
 //
 // Thread-safety: confined to the thread that drives the runtime (it runs
 // the updates while the devices' threads run their tasks); it waits on

@@ -1,4 +1,4 @@
-// The training recipe's choices beyond the optimizer (docs/DESIGN.md §6.5):
+// The training recipe's choices beyond the optimizer (docs/DESIGN.md §6.8):
 // how gradient clipping meets the overlapped updates, and which parameters
 // take no weight decay. Parsed from flags by harmony-exec run and
 // harmony-ctl submit alike.
@@ -20,8 +20,7 @@ namespace harmony::executor {
 
 // How updates that come before the global gradient norm is known proceed
 // (executor/runtime/host_updates.h): step speculatively and redo when
-// clipping fires, or hold until every backward is done. kAuto: the plan's
-// faster estimate.
+// clipping fires, or hold until every backward is done. kAuto: speculate.
 enum class ClipMode { kAuto, kSpeculate, kHold };
 
 // "auto", "speculate", "hold"; InvalidArgument naming --clip-mode otherwise.

@@ -139,8 +139,7 @@ class Runtime {
   int threads_per_device() const;
   // The denormal policy it computes under (RuntimeOptions::flush_denormal).
   bool flush_denormal() const;
-  // How clipping proceeds (RuntimeOptions::clip_mode resolved by the plan's
-  // estimates; kSpeculate without them).
+  // How clipping proceeds (the recipe's clip mode, kAuto resolved).
   ClipMode clip_mode() const;
   // The parameters without weight decay (RuntimeOptions::no_decay), by
   // canonical name.

@@ -63,13 +63,10 @@ absl::Status Runtime::Impl::SetUpRecipe() {
       return rule.Matches(name, t.dim(), in_embedding.count(name) > 0);
     });
   }
-  clip_mode = r.clip_mode;
-  if (clip_mode == ClipMode::kAuto) {
-    const proto::Estimates& est = plan.estimates();
-    clip_mode = est.clip_hold_s() > 0 && est.clip_hold_s() < est.clip_speculate_s()
-                    ? ClipMode::kHold
-                    : ClipMode::kSpeculate;
-  }
+  // Speculating keeps the updates overlapped with the backward; holding
+  // costs the whole optimizer time after it. Auto speculates: the faster
+  // unless clipping fires on most iterations.
+  clip_mode = r.clip_mode == ClipMode::kAuto ? ClipMode::kSpeculate : r.clip_mode;
   UpdateRecipe recipe;
   recipe.learning_rate = options.optimizer.learning_rate;
   recipe.schedule = r.lr_schedule;
