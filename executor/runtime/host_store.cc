@@ -176,6 +176,15 @@ std::vector<std::pair<std::string, at::Tensor>> HostStore::GradientNorms(int k) 
   return out;
 }
 
+std::vector<std::string> HostStore::owned_parameter_names(int k) const {
+  const Layer& h = *layers_[k];
+  std::vector<std::string> out;
+  for (size_t j = 0; j < h.param_names.size(); ++j) {
+    if (h.owned[j]) out.push_back(h.param_names[j]);
+  }
+  return out;
+}
+
 void HostStore::SaveForRedo(int k) {
   Layer& h = *layers_[k];
   if (h.elements() == 0) return;

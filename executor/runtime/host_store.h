@@ -97,6 +97,8 @@ class HostStore {
   // torch.norm(grad) computes it, on the calling thread's intra-op
   // threads), with the parameter's name.
   std::vector<std::pair<std::string, at::Tensor>> GradientNorms(int k) const;
+  // The names of the parameters vLayer k owns (GradientNorms' names).
+  std::vector<std::string> owned_parameter_names(int k) const;
   // Keeps vLayer k's master weights, optimizer state and step count as they
   // are now (before a speculative Step), in buffers allocated on first use
   // and reused; Redo puts them back, scales the gradients and steps again.

@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<HostUpdates>> HostUpdates::Create(
   }
   if (recipe.clip_grad_norm > 0) {
     for (int k = 0; k < host.num_vlayers(); ++k) {
-      for (const auto& [name, norm] : host.GradientNorms(k)) {
+      for (const std::string& name : host.owned_parameter_names(k)) {
         if (!u->parameter_index_.count(name)) {
           return absl::InternalError(absl::StrCat(
               "gradient clipping: parameter ", name, " of vLayer ", k,
@@ -64,7 +64,7 @@ absl::Status HostUpdates::Finalize(int k, const World& world) {
   return common::CallTorch("gradient norms", [&] {
     common::ScopedIntraOpThreads threads(recipe_.norm_threads);
     for (auto& [name, norm] : host_.GradientNorms(k)) {
-      norms_[parameter_index_.at(name)] = std::move(norm);  // Checked by Create.
+      norms_[parameter_index_.find(name)->second] = std::move(norm);  // Create checked it.
     }
   }, absl::StatusCode::kInternal);
 }
