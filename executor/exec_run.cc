@@ -203,18 +203,7 @@ int RunCommand(const std::vector<std::string>& args) {
   {
     // Every value checked before anything is loaded.
     TrainingRecipe& r = options.recipe;
-    auto schedule = harmony::optim::ParseScheduleKind(recipe_flags.lr_schedule);
-    if (!schedule.ok()) return Fail(schedule.status());
-    r.lr_schedule.kind = *schedule;
-    r.lr_schedule.warmup_iterations = recipe_flags.warmup_iterations;
-    r.lr_schedule.decay_iterations = recipe_flags.decay_iterations;
-    r.lr_schedule.min_lr = recipe_flags.min_lr;
-    r.clip_grad_norm = recipe_flags.clip_grad_norm;
-    auto mode = ParseClipMode(recipe_flags.clip_mode);
-    if (!mode.ok()) return Fail(mode.status());
-    r.clip_mode = *mode;
-    r.no_decay = recipe_flags.no_decay;
-    r.no_decay_embeddings = recipe_flags.no_decay_embeddings;
+    if (absl::Status s = ToRecipe(recipe_flags, &r); !s.ok()) return Fail(s);
     if (absl::Status s = ResolveRecipe(options.optimizer, iterations, r); !s.ok()) {
       std::cerr << "harmony-exec: " << s.message() << "\n";
       return 2;
@@ -302,6 +291,13 @@ int RunCommand(const std::vector<std::string>& args) {
   auto training = harmony::common::LoadTrainingData(data);
   if (!training.ok()) return Fail(training.status());
   if (absl::Status s = (*runtime)->SetData(*std::move(training)); !s.ok()) return Fail(s);
+  if (!options.recipe.eval_data.empty()) {
+    auto eval = harmony::common::LoadTrainingData(options.recipe.eval_data);
+    if (!eval.ok()) return Fail(harmony::common::Annotate(eval.status(), "--eval-data"));
+    if (absl::Status s = (*runtime)->SetEvalData(*std::move(eval)); !s.ok()) {
+      return Fail(harmony::common::Annotate(s, "--eval-data"));
+    }
+  }
 
   const auto& config = plan->config();
   const auto& est = plan->estimates();
@@ -323,6 +319,7 @@ int RunCommand(const std::vector<std::string>& args) {
     const size_t without = (*runtime)->no_decay_parameters().size();
     std::cout << "recipe: " << optimizer << " " << DescribeRecipe(options.optimizer, shown)
               << (without > 0 ? absl::StrCat(" (", without, " parameter(s))") : "") << "\n";
+    if (!shown.eval_data.empty()) std::cout << "validation: " << DescribeEvaluation(shown) << "\n";
   }
   std::cout << "host store: " << FormatBytes((*runtime)->host_store_bytes()) << " (optimizer state "
             << FormatBytes((*runtime)->optimizer_state_bytes())
@@ -458,6 +455,19 @@ int RunCommand(const std::vector<std::string>& args) {
                                                                       : "")
                                           : "")
                     : std::string());
+    if (options.recipe.EvalDue(i + 1, iterations)) {
+      auto eval = (*runtime)->Evaluate(options.recipe.eval_iterations);
+      if (!eval.ok()) {
+        return Fail(harmony::common::Annotate(eval.status(),
+                                              absl::StrCat("evaluating after iteration ", i + 1)));
+      }
+      m->evaluated = true;
+      m->eval = *eval;
+      std::cout << absl::StrFormat(
+          "eval after iter %d: loss %.4f  (%d minibatches, %d samples, %.2f s, weights in %s)\n",
+          i + 1, eval->loss, eval->minibatches, eval->samples, eval->seconds,
+          FormatBytes(eval->weights_in));
+    }
     if (m->clipping) {
       ++clip_iterations;
       if (m->clip_coef < 1) ++clipped;

@@ -31,7 +31,16 @@ void AddRecipeFlags(po::options_description& flags, RecipeFlags* v) {
        "parameters without weight decay: auto (biases, norm weights: every 1-D parameter), "
        "shell patterns over names ('ln_*,*.bias'), or both ('auto,wpe.*')")
       ("no-decay-embeddings",
-       "with --no-decay: nn.Embedding and nn.EmbeddingBag weights take no decay either");
+       "with --no-decay: nn.Embedding and nn.EmbeddingBag weights take no decay either")
+      ("eval-data", po::value(&v->eval_data),
+       "validation data, in the form of --data: its mean loss, forward-only in eval mode "
+       "(dropout off, BatchNorm's running statistics) through the plan's packs, at the end "
+       "and as --eval-every says")
+      ("eval-every", po::value(&v->eval_every),
+       "K: evaluate after every K iterations too (default 0: only at the end)")
+      ("eval-iterations", po::value(&v->eval_iterations),
+       "M: minibatches of the validation data per evaluation, the same first M each time "
+       "(default 0: every whole minibatch it holds)");
   // clang-format on
 }
 
@@ -48,6 +57,9 @@ void ReadRecipeConfig(common::JsonConfig& config, RecipeFlags* v) {
   config.Get("clip_mode", &v->clip_mode);
   config.Get("no_decay", &v->no_decay);
   config.Get("no_decay_embeddings", &v->no_decay_embeddings);
+  config.Get("eval_data", &v->eval_data);
+  config.Get("eval_every", &v->eval_every);
+  config.Get("eval_iterations", &v->eval_iterations);
 }
 
 void ToProto(const RecipeFlags& v, proto::OptimizerSettings* out) {
@@ -59,6 +71,28 @@ void ToProto(const RecipeFlags& v, proto::OptimizerSettings* out) {
   out->set_clip_mode(v.clip_mode);
   out->set_no_decay(v.no_decay);
   out->set_no_decay_embeddings(v.no_decay_embeddings);
+  out->set_eval_data_path(v.eval_data);
+  out->set_eval_every(v.eval_every);
+  out->set_eval_iterations(v.eval_iterations);
+}
+
+absl::Status ToRecipe(const RecipeFlags& v, TrainingRecipe* r) {
+  absl::StatusOr<optim::ScheduleKind> schedule = optim::ParseScheduleKind(v.lr_schedule);
+  if (!schedule.ok()) return schedule.status();
+  r->lr_schedule.kind = *schedule;
+  r->lr_schedule.warmup_iterations = v.warmup_iterations;
+  r->lr_schedule.decay_iterations = v.decay_iterations;
+  r->lr_schedule.min_lr = v.min_lr;
+  r->clip_grad_norm = v.clip_grad_norm;
+  absl::StatusOr<ClipMode> mode = ParseClipMode(v.clip_mode);
+  if (!mode.ok()) return mode.status();
+  r->clip_mode = *mode;
+  r->no_decay = v.no_decay;
+  r->no_decay_embeddings = v.no_decay_embeddings;
+  r->eval_data = v.eval_data;
+  r->eval_every = v.eval_every;
+  r->eval_iterations = v.eval_iterations;
+  return absl::OkStatus();
 }
 
 }  // namespace harmony::executor

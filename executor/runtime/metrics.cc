@@ -42,6 +42,13 @@ std::string MetricsJson(const IterationMetrics& m) {
                  {"redone", m.redone},
                  {"redo_s", m.redo_s}};
   }
+  if (m.evaluated) {
+    j["eval"] = {{"loss", m.eval.loss},
+                 {"minibatches", m.eval.minibatches},
+                 {"samples", m.eval.samples},
+                 {"seconds", m.eval.seconds},
+                 {"weights_in", m.eval.weights_in}};
+  }
   if (!m.checkpoint_path.empty()) {
     j["checkpoint"] = {{"path", m.checkpoint_path}, {"copy_s", m.checkpoint_copy_s}};
   }

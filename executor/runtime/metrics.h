@@ -31,6 +31,18 @@ struct SwapCounts {
   uint64_t to_host() const { return gradients_out + activations_out + stash_out; }
 };
 
+// What one evaluation did (executor/runtime/evaluation.h).
+struct EvalMetrics {
+  int64_t minibatches = 0;
+  int64_t samples = 0;  // This server's.
+  double loss = 0;
+  double seconds = 0;
+  // Bytes over the host link: weights and forward's data to the devices,
+  // values between packs both ways.
+  uint64_t weights_in = 0, data_in = 0, activations_in = 0, activations_out = 0;
+  std::vector<uint64_t> device_peak_bytes;
+};
+
 struct IterationMetrics {
   int64_t iteration = 0;  // From 0.
   double loss = 0;        // Sum over microbatches of loss * size / D.
@@ -67,6 +79,10 @@ struct IterationMetrics {
   bool redone = false;
   double redo_s = 0;
   bool emulated_link = false;
+  // Set by the caller: an evaluation run after this iteration (--eval-every)
+  // and what it did.
+  bool evaluated = false;
+  EvalMetrics eval;
   // Set by the caller: a checkpoint taken after this iteration and how long
   // training stalled while its state was copied out of the host store; and
   // a checkpoint whose write (in the background) finished by the end of this

@@ -44,21 +44,21 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
   uint64_t data_bytes = 0, target_bytes = 0;
   HARMONY_ASSIGN_OR_RETURN(const std::vector<Ref>* data_refs, routes.DataOf(t));
   for (const Ref& r : *data_refs) {
-    if (r.second < 0 || r.second >= static_cast<int>(batch_inputs.size())) {
+    if (r.second < 0 || r.second >= static_cast<int>(batch.arguments.size())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "task ", t.id, " reads forward's argument ", r.second, "; the data has ",
-          batch_inputs.size(), " input(s)"));
+          batch.arguments.size(), " input(s)"));
     }
   }
   HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("task ", t.id, " data"), [&] {
     for (const Ref& r : *data_refs) {
-      at::Tensor host_rows = batch_inputs[r.second].narrow(0, mb.offset, mb.size);
+      at::Tensor host_rows = batch.arguments[r.second].narrow(0, mb.offset, mb.size);
       in.data[r] = devices[d]->ToDevice(host_rows, "data");
       data_bytes += host_rows.nbytes();
     }
-    if (t.fused_loss && !takes_targets) {
-      for (size_t i = 0; i < batch_targets.size(); ++i) {
-        at::Tensor rows = batch_targets[i].narrow(0, mb.offset, mb.size);
+    if (t.fused_loss && !takes_targets()) {
+      for (size_t i = 0; i < batch.targets.size(); ++i) {
+        at::Tensor rows = batch.targets[i].narrow(0, mb.offset, mb.size);
         in.data[{-2, static_cast<int>(i)}] = devices[d]->ToDevice(rows, "targets");
         target_bytes += rows.nbytes();
       }

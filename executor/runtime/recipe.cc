@@ -87,6 +87,16 @@ absl::Status ResolveRecipe(const optim::OptimizerOptions& o, int64_t iterations,
           v.value));
     }
   }
+  if (r.eval_every < 0 || r.eval_iterations < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.eval_every < 0 ? "--eval-every" : "--eval-iterations", " must be >= 0, got ",
+        r.eval_every < 0 ? r.eval_every : r.eval_iterations));
+  }
+  if (r.eval_data.empty() && (r.eval_every > 0 || r.eval_iterations > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.eval_every > 0 ? "--eval-every" : "--eval-iterations",
+        " needs --eval-data (the validation set to evaluate)"));
+  }
   r.lr_schedule.total_iterations = iterations;
   absl::StatusOr<optim::LrSchedule> s = optim::ResolveSchedule(r.lr_schedule, o.learning_rate);
   if (!s.ok()) return s.status();
@@ -105,6 +115,18 @@ std::string DescribeRecipe(const optim::OptimizerOptions& o, const TrainingRecip
     absl::StrAppend(&out, "; no weight decay: ", rule->ToString());
   }
   return out;
+}
+
+std::string DescribeEvaluation(const TrainingRecipe& r) {
+  if (r.eval_data.empty()) return "";
+  return absl::StrCat(r.eval_data, ", ",
+                      r.eval_iterations > 0 ? absl::StrCat(r.eval_iterations, " minibatches")
+                                            : "every whole minibatch",
+                      " each time, ",
+                      r.eval_every > 0 ? absl::StrCat("after every ", r.eval_every,
+                                                      " iterations and ")
+                                       : "",
+                      "at the end");
 }
 
 }  // namespace harmony::executor

@@ -64,19 +64,36 @@ struct TrainingRecipe {
   // --no-decay's text and --no-decay-embeddings.
   std::string no_decay;
   bool no_decay_embeddings = false;
+  // Validation (executor/runtime/evaluation.h): a data file of the training
+  // data's form, evaluated after every `eval_every` iterations (0: only at
+  // the end) on `eval_iterations` minibatches (0: as many whole minibatches
+  // as it holds, at least 1). Empty: no validation.
+  std::string eval_data;
+  int64_t eval_every = 0;
+  int64_t eval_iterations = 0;
+
+  // Whether to evaluate after iteration `done` (counted from 1) of `total`.
+  bool EvalDue(int64_t done, int64_t total) const {
+    return !eval_data.empty() && (done == total || (eval_every > 0 && done % eval_every == 0));
+  }
 };
 
 // The recipe and the optimizer checked together, the schedule resolved for
 // a run of `iterations`: InvalidArgument naming the flag for a non-finite or
 // negative value (--lr, --momentum, --weight-decay, --beta1, --beta2, --eps,
 // --min-lr, --clip-grad-norm, ...) or inconsistent ones (warm-up longer than
-// the decay, --min-lr above --lr).
+// the decay, --min-lr above --lr, --eval-every or --eval-iterations without
+// --eval-data).
 absl::Status ResolveRecipe(const optim::OptimizerOptions& optimizer, int64_t iterations,
                            TrainingRecipe& recipe);
 
 // "cosine lr 0.0006, warm-up 100, ...; clip 1 (speculate); no decay: 1-D" for
 // logs.
 std::string DescribeRecipe(const optim::OptimizerOptions& optimizer, const TrainingRecipe& r);
+
+// "val.pt, 2 minibatches each time, after every 50 iterations and at the
+// end" for logs; "" without validation.
+std::string DescribeEvaluation(const TrainingRecipe& r);
 
 }  // namespace harmony::executor
 

@@ -74,38 +74,6 @@ uint64_t AvailableHostMemory() {
 }  // namespace
 
 
-// The next minibatch of the data (in a shuffled order per epoch with
-// RuntimeOptions::shuffle) into batch_inputs and batch_targets.
-void Runtime::Impl::NextMinibatch() {
-  const int64_t n = data.size();
-  std::vector<int64_t> rows(minibatch);
-  for (int j = 0; j < minibatch; ++j) {
-    // Rank r of R takes the r-th slice of the global minibatch (R x ours).
-    const int64_t at =
-        (iteration * options.world.size + options.world.rank) * static_cast<int64_t>(minibatch) + j;
-    const int64_t epoch_index = at / n;
-    if (options.shuffle && (order.empty() || epoch_index != current_epoch)) {
-      at::Generator gen = at::detail::createCPUGenerator(
-          Mix(options.seed ^ static_cast<uint64_t>(epoch_index + 1)));
-      at::Tensor perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
-      order.assign(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n);
-      current_epoch = epoch_index;
-    }
-    rows[j] = options.shuffle ? order[at % n] : at % n;
-  }
-  at::Tensor index = at::tensor(rows, at::TensorOptions().dtype(at::kLong));
-  std::vector<at::Tensor> inputs, targets;
-  for (const at::Tensor& t : data.inputs) inputs.push_back(t.index_select(0, index));
-  for (const at::Tensor& t : data.targets) targets.push_back(t.index_select(0, index));
-  if (devices[0]->wants_pinned_host()) {
-    for (at::Tensor& t : inputs) t = t.pin_memory();
-    for (at::Tensor& t : targets) t = t.pin_memory();
-  }
-  batch_inputs = inputs;
-  if (takes_targets) batch_inputs.insert(batch_inputs.end(), targets.begin(), targets.end());
-  batch_targets = targets;
-}
-
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Runtime::~Runtime() = default;
 
@@ -232,52 +200,83 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
 
 absl::Status Runtime::SetData(common::TrainingData data) {
   Impl& m = *impl_;
-  HARMONY_RETURN_IF_ERROR(common::ArrangeInputs(m.dec->forward_arguments(), &data));
-  const auto& expected = m.plan.model().sample_inputs();
-  const auto& expected_targets = m.plan.model().sample_targets();
-  auto check = [](const std::vector<at::Tensor>& got,
-                  const google::protobuf::RepeatedPtrField<proto::TensorMeta>& want,
-                  absl::string_view what) -> absl::Status {
-    if (static_cast<int>(got.size()) != want.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the data has ", got.size(), " ", what, " tensor(s), the plan's sample ", want.size(),
-          " (data: ", common::DescribeTensors(got), ")"));
-    }
-    for (size_t i = 0; i < got.size(); ++i) {
-      const proto::TensorMeta& w = want[static_cast<int>(i)];
-      bool same = got[i].dim() == w.shape_size();
-      for (int j = 1; same && j < w.shape_size(); ++j) same = got[i].size(j) == w.shape(j);
-      std::vector<std::string> dims = {"N"};
-      for (int j = 1; j < w.shape_size(); ++j) dims.push_back(absl::StrCat(w.shape(j)));
-      if (!same) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " ", i, " has shape ", common::DescribeTensor(got[i]), ", the plan expects [",
-            absl::StrJoin(dims, ", "), "] (N samples)"));
-      }
-    }
-    return absl::OkStatus();
-  };
-  HARMONY_RETURN_IF_ERROR(check(data.inputs, expected, "input"));
-  if (expected_targets.size() > 0 || !data.targets.empty()) {
-    HARMONY_RETURN_IF_ERROR(check(data.targets, expected_targets, "target"));
-  }
-  if (data.size() < 1) return absl::InvalidArgumentError("the data has no samples");
-  HARMONY_ASSIGN_OR_RETURN(
-      m.takes_targets,
-      common::ForwardTakesTargets(m.dec->forward_arguments(), data.inputs, data.targets));
-  m.data = std::move(data);
-  m.order.clear();
-  m.current_epoch = -1;
+  HARMONY_ASSIGN_OR_RETURN(m.train_data,
+                           MinibatchLoader::Create(std::move(data), m.plan,
+                                                   m.dec->forward_arguments(), "the data"));
   return absl::OkStatus();
+}
+
+absl::Status Runtime::SetEvalData(common::TrainingData data) {
+  Impl& m = *impl_;
+  HARMONY_ASSIGN_OR_RETURN(
+      MinibatchLoader loader,
+      MinibatchLoader::Create(std::move(data), m.plan, m.dec->forward_arguments(),
+                              "the evaluation data"));
+  if (!m.train_data.empty() && loader.takes_targets() != m.train_data.takes_targets()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the evaluation data ", loader.takes_targets() ? "gives" : "does not give",
+        " forward its targets, the training data ",
+        m.train_data.takes_targets() ? "does" : "does not",
+        ": give both the same tensors (inputs and targets)"));
+  }
+  if (m.evaluator == nullptr) {
+    // The model decomposed again in eval mode, at the plan's cuts.
+    EvalSetup setup;
+    const bool was_training = m.model.is_training();
+    m.model.eval();
+    std::vector<int> cuts(m.plan.model().decomposition().cut_points().begin(),
+                          m.plan.model().decomposition().cut_points().end());
+    absl::StatusOr<std::unique_ptr<common::Decomposition>> dec =
+        common::Decomposition::CreateWithCuts(m.model, cuts, m.plan.model().loss_output());
+    m.model.train(was_training);
+    if (!dec.ok()) return common::Annotate(dec.status(), "the model in eval mode");
+    HARMONY_RETURN_IF_ERROR(CheckEvalDecomposition(*m.dec, **dec));
+    setup.dec = *std::move(dec);
+    setup.packs = m.graph.config.backward_packs;
+    setup.minibatch = m.minibatch;
+    setup.microbatch = m.graph.config.backward_microbatch;
+    setup.prefetch = m.graph.config.prefetch;
+    setup.loss_kind = m.loss_kind;
+    setup.threads_per_device = m.threads_per_device;
+    setup.flush_denormal = m.flush_denormal;
+    setup.seed = m.options.seed;
+    std::vector<Device*> devices;
+    for (const auto& d : m.devices) devices.push_back(d.get());
+    m.evaluator = std::make_unique<Evaluator>(std::move(setup), std::move(devices), m.host.get(),
+                                              m.link.get(), &m.rng_mu);
+  }
+  m.eval_data = std::move(loader);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalMetrics> Runtime::Evaluate(int64_t minibatches) {
+  Impl& m = *impl_;
+  if (m.evaluator == nullptr || m.eval_data.empty()) {
+    return absl::FailedPreconditionError("no evaluation data (SetEvalData)");
+  }
+  if (minibatches < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval-iterations must be >= 0; got ", minibatches));
+  }
+  if (minibatches == 0) {  // Every whole minibatch of the data.
+    const int64_t global = static_cast<int64_t>(m.minibatch) * m.options.world.size;
+    minibatches = std::max<int64_t>(1, m.eval_data.samples() / global);
+  }
+  common::ApplyFlushDenormal(m.flush_denormal);
+  return m.evaluator->Run(m.eval_data, minibatches, m.options.world, m.options.cancelled);
 }
 
 absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   Impl& m = *impl_;
-  if (m.data.inputs.empty()) return absl::FailedPreconditionError("no training data (SetData)");
+  if (m.train_data.empty()) return absl::FailedPreconditionError("no training data (SetData)");
   const Clock::time_point start = Clock::now();
   // This thread runs the updates, and starts the devices' threads.
   common::ApplyFlushDenormal(m.flush_denormal);
-  HARMONY_RETURN_IF_ERROR(CallTorch("minibatch", [&] { m.NextMinibatch(); }));
+  HARMONY_ASSIGN_OR_RETURN(m.batch, CallTorch("minibatch", [&] {
+    return m.train_data.Take(m.iteration, m.minibatch, m.options.world.rank, m.options.world.size,
+                             m.options.shuffle, m.options.seed,
+                             m.devices[0]->wants_pinned_host());
+  }));
   m.completion.StartIteration(static_cast<int>(m.graph.tasks.size()));
   m.mail.Reset();
   m.reduction.StartIteration();
@@ -438,8 +437,7 @@ absl::Status Runtime::Restore(const Checkpoint& c) {
   m.iteration = c.iteration;
   m.options.seed = c.seed;
   m.options.shuffle = c.shuffle;
-  m.order.clear();
-  m.current_epoch = -1;
+  m.train_data.Reset();
   return absl::OkStatus();
 }
 

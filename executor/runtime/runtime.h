@@ -127,6 +127,17 @@ class Runtime {
   // dtypes, number of tensors) or has fewer samples than the minibatch.
   absl::Status SetData(common::TrainingData data);
 
+  // The validation data (executor/runtime/evaluation.h): checked as SetData
+  // checks the training data, and forward must take its targets as it takes
+  // the training data's. FailedPrecondition when the model in eval mode
+  // cannot run through the plan's vLayers.
+  absl::Status SetEvalData(common::TrainingData data);
+  // The mean loss over the first `minibatches` minibatches of the
+  // evaluation data (0: every whole minibatch it holds, at least 1),
+  // forward-only in eval mode through the plan's packs.
+  // Call between iterations; every rank of a world calls it at once.
+  absl::StatusOr<EvalMetrics> Evaluate(int64_t minibatches);
+
   // Trains the next minibatch. On an error (out of memory, a non-finite
   // loss, a cancellation) every thread is stopped and the error returned;
   // packs updated before it keep their update, so the caller should treat

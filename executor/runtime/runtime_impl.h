@@ -1,7 +1,7 @@
 // Runtime::Impl: the runtime's state and its task runner, shared by the
 // files that implement it (internal to executor/runtime):
-//   - runtime.cc: Create (plan checks, model, routes), SetData, RunIteration
-//     and the rest of the public API;
+//   - runtime.cc: Create (plan checks, model, routes), SetData, RunIteration,
+//     Evaluate and the rest of the public API;
 //   - weights_io.cc: a task's weights in (from the host or a peer device)
 //     and its gradients and buffers out;
 //   - task_runner.cc: routes, vLayers, forward / backward tasks,
@@ -34,7 +34,9 @@
 #include "common/decomposer.h"
 #include "common/loss.h"
 #include "common/tensor_file.h"
+#include "executor/runtime/data_loader.h"
 #include "executor/runtime/device.h"
+#include "executor/runtime/evaluation.h"
 #include "executor/runtime/host_link.h"
 #include "executor/runtime/host_store.h"
 #include "executor/runtime/host_updates.h"
@@ -75,7 +77,6 @@ struct Runtime::Impl {
   // Every parameter and buffer name -> the name vLayers use (tied weights).
   std::map<std::string, std::string> aliases;
   common::LossKind loss_kind = common::LossKind::kAuto;
-  bool takes_targets = false;
   std::unique_ptr<HostStore> host;
   std::vector<std::unique_ptr<Device>> devices;
   // What travels between tasks (immutable after Create).
@@ -87,8 +88,10 @@ struct Runtime::Impl {
   std::vector<std::string> no_decay_names;    // Canonical.
   // vDP weights copied from another device (WEIGHTS_IN over PEER).
   std::unique_ptr<PeerWeights> peer_weights;
-  common::TrainingData data;
-  std::vector<int64_t> order;  // Sample order of the current epoch.
+  // The training data and its minibatches; the evaluation's
+  // (executor/runtime/data_loader.h, evaluation.h).
+  MinibatchLoader train_data, eval_data;
+  std::unique_ptr<Evaluator> evaluator;
   int64_t iteration = 0;
   int minibatch = 0;
 
@@ -107,7 +110,8 @@ struct Runtime::Impl {
   GradientReduction reduction;
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
-  std::vector<at::Tensor> batch_inputs, batch_targets;
+  Minibatch batch;
+  bool takes_targets() const { return train_data.takes_targets(); }
   IterationCounters counters;
 
   double Now() const { return link->Now(); }
@@ -271,9 +275,6 @@ struct Runtime::Impl {
   absl::Status CheckRecipe(const std::string& json) const;
   // Rank 0's buffers to every rank of the world (after an iteration).
   absl::Status BroadcastBuffers();
-
-  void NextMinibatch();
-  int64_t current_epoch = -1;
 };
 
 }  // namespace harmony::executor

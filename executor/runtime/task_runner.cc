@@ -190,8 +190,8 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
               "forward returned ", out.type()->str(), ", expected a tensor"));
         }
         std::vector<at::Tensor> targets;
-        if (!takes_targets) {
-          for (size_t i = 0; i < batch_targets.size(); ++i) {
+        if (!takes_targets()) {
+          for (size_t i = 0; i < batch.targets.size(); ++i) {
             HARMONY_ASSIGN_OR_RETURN(const c10::IValue* target, common::Lookup(values, Ref{-2, static_cast<int>(i)}, [&] {
               return absl::StrCat("task ", t.id, ": target ", i);
             }));
@@ -200,7 +200,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
         }
         HARMONY_ASSIGN_OR_RETURN(
             at::Tensor loss,
-            common::LossFromOutput(out.toTensor(), targets, takes_targets, loss_kind));
+            common::LossFromOutput(out.toTensor(), targets, takes_targets(), loss_kind));
         HARMONY_ASSIGN_OR_RETURN(at::Tensor scaled, CallTorch("loss", [&] {
           return loss * (static_cast<double>(mb.size) / minibatch);
         }));

@@ -13,6 +13,10 @@
 //     within 1e-4 of each parameter's change over the run;
 //   - a run stopped in the middle of the warm-up and resumed from its
 //     checkpoint, bit for bit with the uninterrupted loop;
+//   - validation every 2 iterations and at the end (forward-only, in eval
+//     mode, through the plan's packs) with the same losses as the loop's
+//     model.eval() pass, in every run above; on a BatchNorm network, whose
+//     eval mode uses the running statistics;
 //   - every bad value refused before training, naming the flag.
 
 #include <algorithm>
@@ -45,12 +49,13 @@ constexpr int kIterations = 6;
 // at 0.66 fires on some and not on others.
 const char kRecipe[] =
     " --optimizer adamw --lr 0.01 --weight-decay 0.1 --lr-schedule cosine "
-    "--warmup-iterations 3 --min-lr 0.001 --clip-grad-norm 0.66 --no-decay auto";
+    "--warmup-iterations 3 --min-lr 0.001 --clip-grad-norm 0.66 --no-decay auto "
+    "--eval-data tests/suite/llama_data.pt --eval-every 2 --eval-iterations 2";
 
 std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 struct Reference {
-  std::vector<double> losses, norms, lrs;
+  std::vector<double> losses, norms, lrs, eval_losses, eval_after;
   std::map<std::string, at::Tensor> weights;
 };
 
@@ -71,6 +76,8 @@ Reference ReadReference(const std::string& path) {
     if (key == "losses") r.losses = Doubles(item.value());
     if (key == "grad_norms") r.norms = Doubles(item.value());
     if (key == "lrs") r.lrs = Doubles(item.value());
+    if (key == "eval_losses") r.eval_losses = Doubles(item.value());
+    if (key == "eval_after") r.eval_after = Doubles(item.value());
     if (key == "weights") {
       for (const auto& w : item.value().toGenericDict()) {
         r.weights[w.key().toStringRef()] = w.value().toTensor();
@@ -161,6 +168,27 @@ void ExpectWeights(const Trained& run, const Reference& ref, double tolerance,
   }
 }
 
+// The evaluations after iterations 2, 4 and 6 and their losses: equal, or
+// within 1e-5 when not `exact`.
+void ExpectSameEvaluations(const std::vector<nlohmann::json>& metrics, const Reference& ref,
+                           const std::string& what, bool exact = true) {
+  std::vector<double> after, losses;
+  for (const nlohmann::json& m : metrics) {
+    if (!m.contains("eval")) continue;
+    after.push_back(m["iteration"].get<double>() + 1);
+    losses.push_back(m["eval"]["loss"].get<double>());
+  }
+  ASSERT_EQ(after, ref.eval_after) << what;
+  ASSERT_EQ(losses.size(), ref.eval_losses.size()) << what;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    if (exact) {
+      EXPECT_EQ(losses[i], ref.eval_losses[i]) << what << ", evaluation " << i;
+    } else {
+      EXPECT_NEAR(losses[i], ref.eval_losses[i], 1e-5 * std::abs(ref.eval_losses[i])) << what;
+    }
+  }
+}
+
 // The learning rates, norms and losses bit for bit; clipping fired on some
 // iterations and not on others. Returns how many iterations redid updates.
 int ExpectSameIterations(const Trained& run, const Reference& ref, const std::string& what,
@@ -187,6 +215,7 @@ int ExpectSameIterations(const Trained& run, const Reference& ref, const std::st
   }
   EXPECT_GT(fired, 0) << what;
   EXPECT_LT(fired, kIterations) << what;
+  ExpectSameEvaluations(run.metrics, ref, what, exact);
   return redone;
 }
 
@@ -254,6 +283,34 @@ TEST(RecipeTest, ResumedInTheWarmUpContinuesTheSchedule) {
       << other.output;
 }
 
+// BatchNorm in eval mode normalizes by its running statistics: the
+// evaluation runs the model's eval-mode graph, not the training one.
+TEST(RecipeTest, EvaluationRunsTheModelInEvalMode) {
+  const std::string model = "tests/suite/unet.pt", data = "tests/suite/unet_data.pt";
+  const std::string plan = Tmp("unet.pb");
+  auto planned = RunCommand(absl::StrCat(kPlan, " ", model, " --sample-input ", data,
+                                         " --minibatch 8 --microbatch 4 --gpus 1 "
+                                         "--device-memory 64MiB -o ", plan));
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  const std::string flags =
+      absl::StrCat(" --optimizer sgd --lr 0.05 --iterations 3 --eval-data ", data,
+                   " --eval-every 1 --eval-iterations 1");
+  const std::string metrics = Tmp("unet.jsonl");
+  auto trained = RunCommand(absl::StrCat(kExec, " run ", plan, " --model ", model, " --data ",
+                                         data, flags, " --devices cpu:1x64MiB --metrics ",
+                                         metrics));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("eval after iter 3: loss"), std::string::npos) << trained.output;
+  const std::string out = Tmp("unet_reference.pt");
+  auto ran = RunCommand(absl::StrCat("/usr/bin/python3 tests/suite/reference_train.py ", model,
+                                     " ", data, " ", out, " --minibatch 8 --microbatch 4 "
+                                     "--threads 2", flags));
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  const Reference ref = ReadReference(out);
+  ASSERT_EQ(ref.eval_losses.size(), 3u);
+  ExpectSameEvaluations(ReadMetrics(metrics), ref, "unet");
+}
+
 TEST(RecipeTest, BadValuesAreRefusedBeforeTrainingNamingTheFlag) {
   const std::string plan = Plan("bad", "--gpus 1 --device-memory 64MiB");
   const std::string base = absl::StrCat(kExec, " run ", plan, " --model ", kModel, " --data ",
@@ -273,6 +330,11 @@ TEST(RecipeTest, BadValuesAreRefusedBeforeTrainingNamingTheFlag) {
       {"--lr-schedule cosin", "unknown schedule \"cosin\""},
       {"--clip-mode later --clip-grad-norm 1", "--clip-mode: unknown mode"},
       {"--no-decay 'auto,,x'", "--no-decay \"auto,,x\": an empty pattern"},
+      {"--eval-every 5", "--eval-every needs --eval-data"},
+      {"--eval-data tests/suite/llama_data.pt --eval-iterations -1",
+       "--eval-iterations must be >= 0"},
+      {"--eval-data /nonexistent.pt", "--eval-data"},
+      {"--eval-data tests/suite/unet_data.pt", "the evaluation data"},
   };
   for (const auto& [flags, message] : cases) {
     auto r = RunCommand(base + flags);

@@ -9,6 +9,8 @@ model, torch.optim, gradient accumulation over microbatches.
         [--lr-schedule constant|cosine|linear|wsd --warmup-iterations W
          --decay-iterations D --min-lr M] [--clip-grad-norm MAX]
         [--no-decay auto|PATTERNS] [--no-decay-embeddings]
+        [--eval-data EVAL.pt --eval-every K --eval-iterations M
+         --eval-microbatch U]
     /usr/bin/python3 tests/suite/reference_train.py --jobs runs.json
 (several runs in one process; each a JSON object with the same fields)
 
@@ -24,7 +26,15 @@ clip_grad_norm_(model.parameters(), MAX) before each step, and two
 parameter groups (weight decay, none) picked by the rule of
 executor/runtime/recipe.h.
 
-OUT.pt gets {"losses": [K] float64, "grad_norms": [K] float64 (with
+Validation (executor/runtime/evaluation.h) after every K iterations and
+after the last: model.eval(), torch.no_grad(), minibatches b < M of the
+evaluation data (rows b * D + j; M = 0: every whole minibatch), each split
+into microbatches of U (default --microbatch) whose losses, scaled by
+size / D, are summed in order; the evaluation's loss is their mean over the
+minibatches.
+
+OUT.pt gets {"losses": [K] float64, "eval_losses": [E] float64 and
+"eval_after": [E] int64 (the iteration each followed, from 1), "grad_norms": [K] float64 (with
 clipping), "lrs": [K] float64, "first_step": {name: tensor} (the
 weights after the first step), "weights": {name: tensor}, "buffers": {name:
 tensor}}, parameters under the names named_parameters()
@@ -139,17 +149,45 @@ def no_decay_names(model, a):
     return out
 
 
+def load_data(path, arguments):
+    data = torch.load(path)
+    if not isinstance(data, dict) or "inputs" not in data:
+        data = {"inputs": data}
+    inputs = as_list(data["inputs"], arguments)
+    targets = as_list(data["targets"], arguments) if "targets" in data else []
+    return inputs, targets
+
+
+def evaluate(model, a, inputs, targets, took_targets):
+    """The validation loss, as executor/runtime/evaluation.h computes it."""
+    model.eval()
+    n = inputs[0].size(0)
+    count = a.eval_iterations or max(1, n // a.minibatch)
+    u = a.eval_microbatch or a.microbatch
+    total = 0.0
+    with torch.no_grad():
+        for b in range(count):
+            rows = torch.tensor([(b * a.minibatch + j) % n for j in range(a.minibatch)])
+            batch = 0.0
+            for offset in range(0, a.minibatch, u):
+                size = min(u, a.minibatch - offset)
+                xs = [t.index_select(0, rows).narrow(0, offset, size) for t in inputs]
+                ys = [t.index_select(0, rows).narrow(0, offset, size) for t in targets]
+                out = model(*(xs + ys if took_targets else xs))
+                loss = loss_of(pick(out, a.loss_output), ys, took_targets, a.loss)
+                batch += (loss * (size / a.minibatch)).item()
+            total += batch
+    model.train()
+    return total / count
+
+
 def train(a):
     """One run: `a` has the flags' fields. Writes a.out."""
     torch.set_flush_denormal(a.flush_denormal == "on")
     model = torch.jit.load(a.model)
     model.train()
     arguments = [x.name for x in model.forward.schema.arguments[1:]]
-    data = torch.load(a.data)
-    if not isinstance(data, dict) or "inputs" not in data:
-        data = {"inputs": data}
-    inputs = as_list(data["inputs"], arguments)
-    targets = as_list(data["targets"], arguments) if "targets" in data else []
+    inputs, targets = load_data(a.data, arguments)
     took_targets = len(arguments) == len(inputs) + len(targets) and len(targets) > 0
 
     params = [t for _, t in model.named_parameters()]
@@ -172,6 +210,9 @@ def train(a):
     norms = []
     lrs = []
     first_step = {}
+    eval_losses, eval_after = [], []
+    if a.eval_data:
+        eval_inputs, eval_targets = load_data(a.eval_data, arguments)
     with torch.jit.optimized_execution(False):
         for it in range(a.iterations):
             rows = torch.tensor([(it * a.minibatch + j) % n for j in range(a.minibatch)])
@@ -195,9 +236,16 @@ def train(a):
             sched.step()
             if it == 0:
                 first_step = {k: v.detach().clone() for k, v in model.named_parameters()}
+            done = it + 1
+            if a.eval_data and (done == a.iterations or
+                                (a.eval_every and done % a.eval_every == 0)):
+                eval_losses.append(evaluate(model, a, eval_inputs, eval_targets, took_targets))
+                eval_after.append(done)
     torch.save({"losses": torch.tensor(losses, dtype=torch.float64),
                 "grad_norms": torch.tensor(norms, dtype=torch.float64),
                 "lrs": torch.tensor(lrs, dtype=torch.float64),
+                "eval_losses": torch.tensor(eval_losses, dtype=torch.float64),
+                "eval_after": torch.tensor(eval_after, dtype=torch.int64),
                 "first_step": first_step,
                 "weights": {k: v.detach() for k, v in model.named_parameters()},
                 "buffers": {k: v.detach() for k, v in model.named_buffers()}}, a.out)
@@ -221,6 +269,10 @@ def main():
     p.add_argument("--clip-grad-norm", type=float, default=0.0)
     p.add_argument("--no-decay", default="")
     p.add_argument("--no-decay-embeddings", action="store_true")
+    p.add_argument("--eval-data", default="")
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--eval-iterations", type=int, default=0)
+    p.add_argument("--eval-microbatch", type=int, default=0)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--loss", choices=["auto", "cross-entropy", "mse"], default="auto")
