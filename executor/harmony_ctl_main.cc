@@ -359,6 +359,7 @@ int Submit(const std::vector<std::string>& args) {
   o->set_beta1(beta1);
   o->set_beta2(beta2);
   o->set_epsilon(eps);
+  if (!recipe.eval_data.empty()) recipe.eval_data = AbsolutePath(recipe.eval_data);
   harmony::executor::ToProto(recipe, o);
   request.set_output_path(AbsolutePath(out));
   request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));

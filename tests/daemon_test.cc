@@ -120,11 +120,13 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   auto d = Daemon::Start(StartFlags("same", "cpu:2x1MiB"));
   ASSERT_FALSE(d->address().empty()) << d->output();
   // The denormal policy against the plan's (profiled flushing): per job;
-  // and the recipe (a schedule, clipping that fires, no-decay groups).
-  const std::string settings =
+  // and the recipe (a schedule, clipping that fires, no-decay groups,
+  // validation).
+  const std::string settings = absl::StrCat(
       "--iterations 4 --optimizer adamw --lr 0.01 --weight-decay 0.01 --flush-denormal off "
       "--lr-schedule cosine --warmup-iterations 1 --min-lr 0.001 --clip-grad-norm 0.01 "
-      "--clip-mode hold --no-decay";
+      "--clip-mode hold --no-decay --eval-every 2 --eval-iterations 1 --eval-data ",
+      Tmp("g_data.pt"));
   auto r = RunCommand(Submit(*d, "plan2", absl::StrCat(settings, " --wait --name same --out ",
                                                        Tmp("daemon_trained.pt"))));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -133,8 +135,18 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
 
   r = RunCommand(absl::StrCat(kExec, " run ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
                               " --data ", Tmp("g_data.pt"), " --devices cpu:2x1MiB ", settings,
-                              " --out ", Tmp("run_trained.pt")));
+                              " --out ", Tmp("run_trained.pt"), " --metrics ",
+                              Tmp("run_metrics.jsonl")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  double run_eval_loss = -1;
+  {
+    absl::StatusOr<std::string> lines = common::ReadFileToString(Tmp("run_metrics.jsonl"));
+    ASSERT_TRUE(lines.ok()) << lines.status();
+    for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
+      nlohmann::json m = nlohmann::json::parse(line);
+      if (m.contains("eval")) run_eval_loss = m["eval"]["loss"].get<double>();
+    }
+  }
   torch::jit::Module a = torch::jit::load(Tmp("daemon_trained.pt"));
   torch::jit::Module b = torch::jit::load(Tmp("run_trained.pt"));
   torch::jit::Module original = torch::jit::load(Tmp("g.pt"));
@@ -162,6 +174,9 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   EXPECT_EQ(job["optimizer"]["clip_grad_norm"], 0.01);
   EXPECT_EQ(job["optimizer"]["clip_mode"], "hold");
   EXPECT_EQ(job["optimizer"]["no_decay"], "auto");
+  EXPECT_EQ(job["optimizer"]["eval_every"], "2");
+  EXPECT_EQ(job["progress"]["eval_iteration"], 4);
+  EXPECT_EQ(job["progress"]["eval_loss"].get<double>(), run_eval_loss);
   EXPECT_EQ(job["flush_denormal"], false);
   EXPECT_EQ(job["history"].size(), 3u);
   r = RunCommand(d->Ctl("list"));
@@ -172,8 +187,15 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   EXPECT_TRUE(absl::StrContains(r.output, "denormals computed")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "(clipped)")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "recipe: cosine lr 0.01, warm-up 1")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "evaluation after iteration 2: loss")) << r.output;
   r = RunCommand(d->Ctl("status job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "clip grad norm: 0.01 (hold)")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "eval loss")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "validation: ")) << r.output;
+  // Evaluation data that is not there is refused at submission.
+  r = RunCommand(Submit(*d, "plan2", "--iterations 4 --eval-data /nonexistent/val.pt"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "evaluation data")) << r.output;
   // Bad values are refused at submission, naming the flag.
   r = RunCommand(Submit(*d, "plan2", "--iterations 4 --lr inf"));
   EXPECT_NE(r.exit_code, 0) << r.output;

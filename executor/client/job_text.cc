@@ -63,8 +63,13 @@ std::string ProgressLine(const proto::Progress& p, bool bar) {
     const int filled = p.iterations() > 0 ? width * p.iteration() / p.iterations() : 0;
     out = absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "] ");
   }
-  absl::StrAppendFormat(&out, "iteration %d/%d  loss %.4f  %.1f samples/s  swap %s%s  ETA %s",
-                        p.iteration(), p.iterations(), p.loss(), p.samples_per_s(), SwapRate(p),
+  absl::StrAppendFormat(&out, "iteration %d/%d  loss %.4f%s  %.1f samples/s  swap %s%s  ETA %s",
+                        p.iteration(), p.iterations(), p.loss(),
+                        p.eval_iteration() > 0
+                            ? absl::StrFormat("  eval loss %.4f (after %d)", p.eval_loss(),
+                                              p.eval_iteration())
+                            : "",
+                        p.samples_per_s(), SwapRate(p),
                         p.emulated_link() ? " (emulated link)" : "", Eta(p.eta_s()));
   return out;
 }
@@ -126,6 +131,15 @@ void PrintJob(const proto::Job& j) {
   if (!o.no_decay().empty()) {
     std::cout << "  no weight decay: " << o.no_decay()
               << (o.no_decay_embeddings() ? ", embeddings" : "") << "\n";
+  }
+  if (!o.eval_data_path().empty()) {
+    std::cout << "  validation: " << o.eval_data_path() << ", "
+              << (o.eval_iterations() > 0 ? absl::StrCat(o.eval_iterations(), " minibatches")
+                                          : std::string("every whole minibatch"))
+              << (o.eval_every() > 0 ? absl::StrCat(", after every ", o.eval_every(),
+                                                    " iterations and at the end")
+                                     : std::string(", at the end"))
+              << "\n";
   }
   if (j.has_progress()) std::cout << "  progress: " << ProgressLine(j.progress(), false) << "\n";
   std::cout << "  history:\n";

@@ -110,6 +110,10 @@ struct JobProgress {
   absl::Time time;
   std::vector<uint64_t> device_peak_bytes;
   bool emulated_link = false;
+  // The latest evaluation (--eval-data): its loss and the iteration it
+  // followed (0: none yet).
+  double eval_loss = 0;
+  int64_t eval_iteration = 0;
 };
 
 // One job, as listed and persisted.

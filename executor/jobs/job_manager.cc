@@ -307,6 +307,9 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
         plan.model().file_name(), ")"));
   }
   HARMONY_RETURN_IF_ERROR(CheckReadable("data", spec.data_path));
+  if (!spec.recipe.eval_data.empty()) {
+    HARMONY_RETURN_IF_ERROR(CheckReadable("evaluation data", spec.recipe.eval_data));
+  }
   if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableOutput(spec.output_path));
   HARMONY_RETURN_IF_ERROR(CheckWorld(spec.world));
   // A checkpoint to start from: of this model, and short of the iterations.

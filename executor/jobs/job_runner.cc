@@ -120,6 +120,11 @@ void JobManager::Impl::Run(Job* job) {
       } else {
         status = runtime->SetData(*std::move(data));
       }
+      if (status.ok() && !spec.recipe.eval_data.empty()) {
+        auto eval = common::LoadTrainingData(spec.recipe.eval_data);
+        status = eval.ok() ? runtime->SetEvalData(*std::move(eval)) : eval.status();
+        status = common::Annotate(status, "the evaluation data");
+      }
     }
     // Resume: from the job's own latest checkpoint (requeued after a daemon
     // restart), else from the one it was submitted with.
@@ -162,6 +167,9 @@ void JobManager::Impl::Run(Job* job) {
       shown.clip_mode = runtime->clip_mode();
       Log(*job, absl::StrCat("recipe: ", DescribeRecipe(spec.optimizer, shown)),
           /*daemon_too=*/false);
+      if (!shown.eval_data.empty()) {
+        Log(*job, absl::StrCat("validation: ", DescribeEvaluation(shown)), /*daemon_too=*/false);
+      }
     }
     // Checkpoints are written in the background (training stalls only while
     // the state is copied); the record names one once it is on disk.
@@ -188,6 +196,8 @@ void JobManager::Impl::Run(Job* job) {
       return absl::OkStatus();
     };
     double seconds = 0;
+    double eval_loss = 0;
+    int64_t eval_iteration = 0;  // The latest evaluation's.
     std::vector<double> compute_per_iteration;  // For the check against the plan.
     for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
       // What decides is what every rank agreed on: a cancel that arrives
@@ -236,7 +246,27 @@ void JobManager::Impl::Run(Job* job) {
       }
       seconds += m->seconds;
       compute_per_iteration.push_back(m->compute_s);
+      if (spec.recipe.EvalDue(i + 1, spec.iterations)) {
+        absl::StatusOr<EvalMetrics> eval = runtime->Evaluate(spec.recipe.eval_iterations);
+        if (!eval.ok()) {
+          status = job->cancel.load() && absl::IsCancelled(eval.status())
+                       ? absl::CancelledError("cancelled")
+                       : common::Annotate(eval.status(),
+                                          absl::StrCat("evaluating after iteration ", i + 1));
+          break;
+        }
+        eval_loss = eval->loss;
+        eval_iteration = i + 1;
+        absl::MutexLock lock(&mu);
+        Log(*job, absl::StrFormat("evaluation after iteration %d: loss %.6g (%d minibatches, "
+                                  "%d samples, %.3f s)",
+                                  i + 1, eval->loss, eval->minibatches, eval->samples,
+                                  eval->seconds),
+            /*daemon_too=*/false);
+      }
       JobProgress p;
+      p.eval_loss = eval_loss;
+      p.eval_iteration = eval_iteration;
       p.iteration = i + 1;
       p.iterations = spec.iterations;
       p.loss = m->loss;
@@ -321,8 +351,11 @@ void JobManager::Impl::Run(Job* job) {
     if (status.ok()) {
       absl::MutexLock lock(&mu);
       const double loss = job->record.progress ? job->record.progress->loss : 0;
-      done_reason = absl::StrFormat("trained %d iterations in %.2f s, loss %.6g%s",
+      done_reason = absl::StrFormat("trained %d iterations in %.2f s, loss %.6g%s%s",
                                     spec.iterations, seconds, loss,
+                                    eval_iteration > 0
+                                        ? absl::StrFormat(", eval loss %.6g", eval_loss)
+                                        : "",
                                     spec.output_path.empty()
                                         ? ""
                                         : absl::StrCat(", model written to ", spec.output_path));

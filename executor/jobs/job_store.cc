@@ -50,7 +50,9 @@ json ProgressToJson(const JobProgress& p) {
               {"iteration_s", p.iteration_s},
               {"time_ns", ToNanos(p.time)},
               {"device_peak_bytes", p.device_peak_bytes},
-              {"emulated_link", p.emulated_link}};
+              {"emulated_link", p.emulated_link},
+              {"eval_loss", p.eval_loss},
+              {"eval_iteration", p.eval_iteration}};
 }
 
 JobProgress ProgressFromJson(const json& j) {
@@ -66,6 +68,8 @@ JobProgress ProgressFromJson(const json& j) {
   p.time = FromNanos(j.at("time_ns").get<int64_t>());
   p.device_peak_bytes = j.at("device_peak_bytes").get<std::vector<uint64_t>>();
   p.emulated_link = j.value("emulated_link", false);
+  p.eval_loss = j.value("eval_loss", 0.0);
+  p.eval_iteration = j.value("eval_iteration", int64_t{0});
   return p;
 }
 
@@ -107,7 +111,10 @@ std::string JobRecordToJson(const JobRecord& r) {
            {"clip_grad_norm", r.recipe.clip_grad_norm},
            {"clip_mode", ClipModeName(r.recipe.clip_mode)},
            {"no_decay", r.recipe.no_decay},
-           {"no_decay_embeddings", r.recipe.no_decay_embeddings}}},
+           {"no_decay_embeddings", r.recipe.no_decay_embeddings},
+           {"eval_data", r.recipe.eval_data},
+           {"eval_every", r.recipe.eval_every},
+           {"eval_iterations", r.recipe.eval_iterations}}},
          {"checkpoint_interval", r.checkpoint_interval},
          {"checkpoint_minutes", r.checkpoint_minutes},
          {"keep_checkpoints", r.keep_checkpoints},
@@ -187,6 +194,9 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
       r.recipe.clip_mode = *mode;
       r.recipe.no_decay = c.value("no_decay", std::string());
       r.recipe.no_decay_embeddings = c.value("no_decay_embeddings", false);
+      r.recipe.eval_data = c.value("eval_data", std::string());
+      r.recipe.eval_every = c.value("eval_every", int64_t{0});
+      r.recipe.eval_iterations = c.value("eval_iterations", int64_t{0});
     }
     r.checkpoint_interval = j.at("checkpoint_interval").get<int64_t>();
     r.checkpoint_minutes = j.value("checkpoint_minutes", 0.0);

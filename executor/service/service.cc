@@ -93,6 +93,8 @@ void ToProto(const JobProgress& p, proto::Progress* out) {
   SetTime(p.time, out->mutable_time());
   for (uint64_t b : p.device_peak_bytes) out->add_device_peak_bytes(b);
   out->set_emulated_link(p.emulated_link);
+  out->set_eval_loss(p.eval_loss);
+  out->set_eval_iteration(static_cast<uint32_t>(p.eval_iteration));
 }
 
 void ToProto(const JobRecord& r, proto::Job* out) {
@@ -118,6 +120,9 @@ void ToProto(const JobRecord& r, proto::Job* out) {
     o->set_clip_mode(ClipModeName(c.clip_mode));
     o->set_no_decay(c.no_decay);
     o->set_no_decay_embeddings(c.no_decay_embeddings);
+    o->set_eval_data_path(c.eval_data);
+    o->set_eval_every(c.eval_every);
+    o->set_eval_iterations(c.eval_iterations);
   }
   for (int d : r.devices) out->add_devices(d);
   if (r.progress) ToProto(*r.progress, out->mutable_progress());
@@ -218,6 +223,9 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
                              ParseClipMode(o.clip_mode().empty() ? "auto" : o.clip_mode()));
     recipe.no_decay = o.no_decay();
     recipe.no_decay_embeddings = o.no_decay_embeddings();
+    recipe.eval_data = o.eval_data_path();
+    recipe.eval_every = o.eval_every();
+    recipe.eval_iterations = o.eval_iterations();
     HARMONY_RETURN_IF_ERROR(ResolveRecipe(spec.optimizer, r.iterations(), recipe));
   }
   if (o.momentum() < 0 || o.weight_decay() < 0 || o.beta1() < 0 || o.beta1() >= 1 ||
