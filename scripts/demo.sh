@@ -23,9 +23,12 @@ bazel build //zoo:harmony-zoo //zoo:harmony-train-reference //planner:harmony-pl
   //executor:harmony-exec //executor:harmony-ctl
 
 echo
-echo "demo: 1. write a GPT model (4 blocks) and 64 samples of token data"
+echo "demo: 1. write a GPT model (4 blocks), 64 samples of token data and 32 held out"
 bazel-bin/zoo/harmony-zoo gpt --depth 4 --width 64 --heads 4 --vocab 128 \
   --seq-len 32 --samples 64 -o "$out/gpt.pt" --data "$out/gpt_data.pt"
+# Another seed draws other sequences of the same rule (its model is not used).
+bazel-bin/zoo/harmony-zoo gpt --depth 4 --width 64 --heads 4 --vocab 128 \
+  --seq-len 32 --samples 32 --seed 2 -o "$out/gpt_val_model.pt" --data "$out/gpt_val.pt"
 
 echo
 echo "demo: 2. train it 10 steps with plain LibTorch SGD (minibatch 16)"
@@ -55,10 +58,10 @@ echo "  ... (the whole list: $out/gpt.plan.tasks.txt)"
 
 echo
 echo "demo: 6. train it with the plan on 2 virtual devices of 2 MiB, the host link emulated at"
-echo "        200 MB/s (AdamW, 10 iterations)"
+echo "        200 MB/s (AdamW, 10 iterations, the held-out loss after 5 and 10)"
 bazel-bin/executor/harmony-exec run "$out/gpt.plan.pb" --model "$out/gpt.pt" \
   --data "$out/gpt_data.pt" --iterations 10 --devices cpu:2x2MiB --optimizer adamw \
-  --emulate-host-link 200MB/s \
+  --emulate-host-link 200MB/s --eval-data "$out/gpt_val.pt" --eval-every 5 \
   --lr 0.003 --out "$out/gpt_harmony.pt" --metrics "$out/gpt.metrics.jsonl" \
   --trace "$out/gpt.exec_trace.json"
 
