@@ -25,8 +25,8 @@ void AddRecipeFlags(po::options_description& flags, RecipeFlags* v) {
       ("clip-mode", po::value(&v->clip_mode),
        "auto | speculate | hold: updates that come before the norm is known step at once "
        "and are redone from a saved copy when clipping fires, or wait for the whole "
-       "backward (default auto: speculate, the faster unless clipping fires on most "
-       "iterations)")
+       "backward (default auto: speculate, and hold after an iteration that clipped when "
+       "the plan says a redo costs more than holding; harmony-plan prints all three)")
       ("no-decay", po::value(&v->no_decay)->implicit_value("auto"),
        "parameters without weight decay: auto (biases, norm weights: every 1-D parameter), "
        "shell patterns over names ('ln_*,*.bias'), or both ('auto,wpe.*')")

@@ -102,6 +102,9 @@ absl::Status HostUpdates::Run(int64_t iteration, const World& world, TaskComplet
   fires_ = false;
   std::vector<int> speculated;
   bool known = !clip;  // Whether the clipping factor is known.
+  const bool hold = recipe_.clip_mode == ClipMode::kHold ||
+                    (recipe_.clip_mode == ClipMode::kAuto && fired_before_);
+  out.clip_mode = hold ? "hold" : "speculate";
   // Every vLayer finalized and the factor computed: once every backward is
   // done.
   auto learn_norm = [&]() -> absl::Status {
@@ -121,7 +124,7 @@ absl::Status HostUpdates::Run(int64_t iteration, const World& world, TaskComplet
       return absl::StrCat("the tasks update task ", t.id, " waits for");
     }));
     HARMONY_RETURN_IF_ERROR(completion.WaitDone(*deps));
-    if (!known && recipe_.clip_mode == ClipMode::kHold) {
+    if (!known && hold) {
       HARMONY_RETURN_IF_ERROR(completion.WaitDone(backward_tasks_));
     }
     const double start = clock.Now();
@@ -155,6 +158,7 @@ absl::Status HostUpdates::Run(int64_t iteration, const World& world, TaskComplet
   out.grad_norm = total_norm_.item<float>();
   out.clip_coef = coef_.item<float>();
   out.speculated_vlayers = static_cast<int>(speculated.size());
+  fired_before_ = fires_;
   if (fires_ && !speculated.empty()) {
     const double start = clock.Now();
     for (int k : speculated) HARMONY_RETURN_IF_ERROR(host_.Redo(k, coef_));

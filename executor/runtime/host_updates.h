@@ -22,8 +22,11 @@
 //     multiplies by 1);
 //   - or holds (ClipMode::kHold): waits for every backward task, then steps
 //     every vLayer once, clipped.
-// kAuto speculates: the faster unless clipping fires on most iterations
-// (then every speculated step is paid twice).
+// kAuto speculates; when the plan's simulation says a redo costs more than
+// holding (Estimates.clip_speculate_fires_s > clip_hold_s), it holds in the
+// iteration after one that clipped (clipping tends to fire in runs of
+// iterations: early in training, after a spike) and speculates again after
+// one that did not. Every mode gives the same result.
 //
 // Thread-safety: confined to the thread that drives the runtime (it runs
 // the updates while the devices' threads run their tasks); it waits on
@@ -57,7 +60,9 @@ struct UpdateRecipe {
   double learning_rate = 0.01;  // The base rate the schedule scales.
   optim::LrSchedule schedule;   // Resolved (optim::ResolveSchedule).
   double clip_grad_norm = 0;    // > 0: clip the global 2-norm to it.
-  ClipMode clip_mode = ClipMode::kSpeculate;  // Resolved: not kAuto.
+  // kSpeculate, kHold, or kAuto: speculate, hold after an iteration that
+  // clipped.
+  ClipMode clip_mode = ClipMode::kSpeculate;
   // Intra-op threads the norms are computed on (some reductions round
   // differently at another count): a device's, as the reference loop's.
   int norm_threads = 1;
@@ -103,6 +108,7 @@ class HostUpdates {
   std::vector<bool> finalized_;    // By vLayer.
   at::Tensor total_norm_, coef_;
   bool fires_ = false;  // coef_ < 1 (or not a number).
+  bool fired_before_ = false;  // In the previous iteration (kAuto).
 };
 
 }  // namespace harmony::executor

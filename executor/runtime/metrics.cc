@@ -40,7 +40,8 @@ std::string MetricsJson(const IterationMetrics& m) {
     j["clip"] = {{"coef", m.clip_coef},
                  {"speculated_vlayers", m.speculated_vlayers},
                  {"redone", m.redone},
-                 {"redo_s", m.redo_s}};
+                 {"redo_s", m.redo_s},
+                 {"mode", m.clip_mode}};
   }
   if (m.evaluated) {
     j["eval"] = {{"loss", m.eval.loss},

@@ -78,6 +78,7 @@ struct IterationMetrics {
   int speculated_vlayers = 0;
   bool redone = false;
   double redo_s = 0;
+  std::string clip_mode;  // How this iteration's updates met it: speculate, hold.
   bool emulated_link = false;
   // Set by the caller: an evaluation run after this iteration (--eval-every)
   // and what it did.

@@ -20,7 +20,9 @@ namespace harmony::executor {
 
 // How updates that come before the global gradient norm is known proceed
 // (executor/runtime/host_updates.h): step speculatively and redo when
-// clipping fires, or hold until every backward is done. kAuto: speculate.
+// clipping fires, or hold until every backward is done. kAuto: speculate,
+// and hold after an iteration that clipped when the plan says a redo costs
+// more than holding.
 enum class ClipMode { kAuto, kSpeculate, kHold };
 
 // "auto", "speculate", "hold"; InvalidArgument naming --clip-mode otherwise.

@@ -150,7 +150,9 @@ class Runtime {
   int threads_per_device() const;
   // The denormal policy it computes under (RuntimeOptions::flush_denormal).
   bool flush_denormal() const;
-  // How clipping proceeds (the recipe's clip mode, kAuto resolved).
+  // How clipping proceeds: the recipe's clip mode; kAuto resolved to
+  // kSpeculate, or kept as kAuto when it holds after an iteration that
+  // clipped (executor/runtime/host_updates.h).
   ClipMode clip_mode() const;
   // The parameters without weight decay (RuntimeOptions::no_decay), by
   // canonical name.

@@ -64,9 +64,14 @@ absl::Status Runtime::Impl::SetUpRecipe() {
     });
   }
   // Speculating keeps the updates overlapped with the backward; holding
-  // costs the whole optimizer time after it. Auto speculates: the faster
-  // unless clipping fires on most iterations.
-  clip_mode = r.clip_mode == ClipMode::kAuto ? ClipMode::kSpeculate : r.clip_mode;
+  // costs the whole optimizer time after it. Auto speculates, and holds
+  // after an iteration that clipped when the plan's simulation says a redo
+  // costs more than holding (plans made before it: speculates).
+  const proto::Estimates& e = plan.estimates();
+  const bool redo_costs_more = e.clip_hold_s() > 0 && e.clip_speculate_fires_s() > e.clip_hold_s();
+  clip_mode = r.clip_mode != ClipMode::kAuto ? r.clip_mode
+              : redo_costs_more              ? ClipMode::kAuto
+                                             : ClipMode::kSpeculate;
   UpdateRecipe recipe;
   recipe.learning_rate = options.optimizer.learning_rate;
   recipe.schedule = r.lr_schedule;

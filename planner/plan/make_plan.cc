@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/units.h"
 #include "planner/plan/plan_builder.h"
+#include "planner/sim/simulator.h"
 
 namespace harmony::planner {
 
@@ -80,6 +81,18 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
       *made.cost, baseline, made.result.graph.config.backward_microbatch);
   if (ondemand.ok()) made.ondemand = std::move(ondemand->sim);
   made.plan = BuildPlan(profile, made.result.graph, made.result.sim, made.ondemand);
+  {
+    // The iteration with gradient clipping, each way it can go.
+    proto::Estimates& e = *made.plan.mutable_estimates();
+    for (ClipSim clip : {ClipSim::kSpeculate, ClipSim::kSpeculateFires, ClipSim::kHold}) {
+      absl::StatusOr<SimResult> sim = Simulate(*made.cost, made.result.graph, false, clip);
+      if (!sim.ok()) return sim.status();
+      const double s = sim->iteration_s;
+      if (clip == ClipSim::kSpeculate) e.set_clip_speculate_s(s);
+      if (clip == ClipSim::kSpeculateFires) e.set_clip_speculate_fires_s(s);
+      if (clip == ClipSim::kHold) e.set_clip_hold_s(s);
+    }
+  }
   proto::Configuration& c = *made.plan.mutable_config();
   if (o.host_link > 0) c.set_host_link_bytes_per_s(o.host_link);
   if (o.host_link_latency >= 0) c.set_host_link_latency_s(o.host_link_latency);

@@ -177,6 +177,21 @@ std::string PlanSummary(const proto::Plan& plan) {
                           100.0 * e.device_peak_bytes(d) /
                               std::max<uint64_t>(1, c.device_memory_bytes()));
   }
+  if (e.clip_hold_s() > 0 && e.iteration_time_s() > 0) {
+    const double t = e.iteration_time_s();
+    absl::StrAppendFormat(
+        &out,
+        "  with gradient clipping: %s speculating (+%.1f%%), %s when it fires (+%.1f%%), %s "
+        "holding (+%.1f%%): --clip-mode auto %s\n",
+        common::FormatTimeSpan(absl::Seconds(e.clip_speculate_s())),
+        100 * (e.clip_speculate_s() / t - 1),
+        common::FormatTimeSpan(absl::Seconds(e.clip_speculate_fires_s())),
+        100 * (e.clip_speculate_fires_s() / t - 1),
+        common::FormatTimeSpan(absl::Seconds(e.clip_hold_s())), 100 * (e.clip_hold_s() / t - 1),
+        e.clip_speculate_fires_s() > e.clip_hold_s()
+            ? "speculates, and holds after an iteration that clipped"
+            : "speculates");
+  }
   absl::StrAppendFormat(&out, "  host memory: %s%s\n", common::FormatBytes(e.host_memory_bytes()),
                         c.servers() > 1 ? " per server" : "");
   if (c.servers() > 1) {

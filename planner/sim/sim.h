@@ -62,7 +62,8 @@ struct Hold {
 
 class Sim {
  public:
-  Sim(const CostModel& m, const TaskGraph& g) : m_(m), g_(g), c_(g.config) {
+  Sim(const CostModel& m, const TaskGraph& g, ClipSim clip = ClipSim::kOff)
+      : m_(m), g_(g), c_(g.config), clip_(clip) {
     const LinkBandwidths& bw = m.bandwidths();
     const bool shared = c_.num_devices > 1;
     to_device_bw_ = shared ? std::min(bw.host_to_device, bw.host_all_devices)
@@ -200,6 +201,7 @@ class Sim {
   const CostModel& m_;
   const TaskGraph& g_;
   const Config& c_;
+  const ClipSim clip_;
   bool keep_events_ = false;
   double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1, transfer_latency_ = 0;
   std::vector<Op> ops_;

@@ -35,6 +35,14 @@ void Sim::Build() {
     }
   }
   const std::vector<std::vector<int>> reach = LatestAncestors();
+  // Clipping (ClipSim): the update ops, the last update task, the seconds
+  // of each update's copy (to restore it) and of its step.
+  std::vector<int> update_ops;
+  std::vector<double> copy_s, step_s;
+  int last_update = -1;
+  for (const Task& t : g_.tasks) {
+    if (t.kind == TaskKind::kUpdate) last_update = t.id;
+  }
   for (const Task& t : g_.tasks) {
     const int d = t.device;
     const std::string label = Name([&] {
@@ -43,10 +51,27 @@ void Sim::Build() {
     if (t.kind == TaskKind::kUpdate) {
       // Across servers the update thread first sums the gradients over
       // the network, then steps (HostStore::Update).
-      Add(-1, kCompute, kNoLink,
-          m_.ReduceSeconds(t.vlayers.begin, t.vlayers.end) +
-              m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end),
-          gradients_out[t.id], Name([&] { return label; }));
+      const double step = m_.UpdateSeconds(t.vlayers.begin, t.vlayers.end);
+      double extra = 0;
+      if (clip_ != ClipSim::kOff) {
+        const double p = static_cast<double>(m_.WeightBytes(t.vlayers.begin, t.vlayers.end) -
+                                             m_.BufferBytes(t.vlayers.begin, t.vlayers.end));
+        const double s = static_cast<double>(m_.OptimizerStateBytes(t.vlayers.begin,
+                                                                    t.vlayers.end));
+        const double g = static_cast<double>(m_.GradientBytes(t.vlayers.begin, t.vlayers.end));
+        const double touched = std::max(1.0, 2 * (p + s) + g);
+        const double copy = step * 2 * (p + s) / touched;
+        extra = step * g / touched;  // The norm.
+        const bool speculated = clip_ != ClipSim::kHold && t.id != last_update;
+        if (speculated) {
+          extra += copy;
+          copy_s.push_back(copy);
+          step_s.push_back(step);
+        }
+      }
+      update_ops.push_back(Add(-1, kCompute, kNoLink,
+                               m_.ReduceSeconds(t.vlayers.begin, t.vlayers.end) + step + extra,
+                               gradients_out[t.id], Name([&] { return label; })));
       continue;
     }
     // Weights: swapped in during the previous task on the device when it
@@ -327,6 +352,21 @@ void Sim::Build() {
       holds_.push_back({d, grads, last_compute, grads_free, -1, -1, true});
     } else {
       holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, position});
+    }
+  }
+  if (clip_ == ClipSim::kHold || clip_ == ClipSim::kSpeculateFires) {
+    // Every backward's gradients on the host: the norm is known.
+    std::vector<int> all;
+    for (const auto& [update, ops] : gradients_out) all.insert(all.end(), ops.begin(), ops.end());
+    if (clip_ == ClipSim::kHold && !update_ops.empty()) {
+      // The first update waits; the others follow it on the host's stream.
+      std::vector<int>& deps = ops_[update_ops.front()].deps;
+      deps.insert(deps.end(), all.begin(), all.end());
+    } else if (!copy_s.empty()) {
+      double redo = 0;
+      for (size_t i = 0; i < copy_s.size(); ++i) redo += copy_s[i] + step_s[i];
+      all.insert(all.end(), update_ops.begin(), update_ops.end());
+      Add(-1, kCompute, kNoLink, redo, all, Name([] { return std::string("redo clipped updates"); }));
     }
   }
   // A reduction starts when every device has its gradients.

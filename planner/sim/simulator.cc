@@ -179,8 +179,8 @@ SimResult Sim::Collect(bool keep_events) {
 }  // namespace sim_internal
 
 absl::StatusOr<SimResult> Simulate(const CostModel& model, const TaskGraph& graph,
-                                   bool keep_events) {
-  sim_internal::Sim sim(model, graph);
+                                   bool keep_events, ClipSim clip) {
+  sim_internal::Sim sim(model, graph, clip);
   return sim.Run(keep_events);
 }
 

@@ -91,10 +91,22 @@ struct SimResult {
   std::vector<TraceEvent> events;
 };
 
+// How global gradient-norm clipping meets the host's updates
+// (executor/runtime/host_updates.h). Each update with clipping also reads
+// its gradients once for their norm; speculating, every update but the last
+// first copies its parameters and optimizer state (to restore them), and
+// when clipping fires every speculated update is restored and stepped again
+// after the last; holding, the first update waits for every backward. The
+// copies are priced from the profiled update time by bytes touched: an
+// update reads and writes parameters and state and reads the gradients
+// (2 (P + S) + G), a copy reads and writes parameters and state (2 (P + S)),
+// a norm reads the gradients (G).
+enum class ClipSim { kOff, kSpeculate, kSpeculateFires, kHold };
+
 // Simulates one iteration of `graph`. Internal (a dependency cycle means a
 // malformed graph) when the graph cannot make progress.
 absl::StatusOr<SimResult> Simulate(const CostModel& model, const TaskGraph& graph,
-                                   bool keep_events = false);
+                                   bool keep_events = false, ClipSim clip = ClipSim::kOff);
 
 // The events as a Chrome trace (chrome://tracing, Perfetto): a process per
 // device (and one for the host), a thread per stream, times in microseconds.

@@ -1,6 +1,7 @@
 #include "planner/sim/simulator.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -251,6 +252,52 @@ TEST(SimulatorTest, VppPrefetchesAndPipelinesAcrossDevices) {
   EXPECT_EQ(swaps, 0);
   EXPECT_EQ(r->swap.weights_in, (4u + 4 + 4 + 4) << 20);  // F0, F1, B2, B0.
   EXPECT_GT(r->swap.peer, 0u);
+}
+
+// Clipping: each update reads its gradients for the norm (G / (2 (P + S) +
+// G) of its time: 0.2 here, P = S = G); speculating, every update but the
+// last copies its parameters and state first (0.8) and, when clipping
+// fires, all of them are restored and stepped again after the last;
+// holding, the first update waits for every backward's gradients.
+TEST(SimulatorTest, ClippingSpeculatesAndRedoesOrHolds) {
+  auto m = Model(12);
+  Config c;
+  c.mode = Mode::kVpp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 4;
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 4}, {4, 8}};
+  c.backward_packs = {{0, 4}, {4, 8}, {8, 12}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok());
+  std::map<ClipSim, SimResult> r;
+  for (ClipSim clip : {ClipSim::kOff, ClipSim::kSpeculate, ClipSim::kSpeculateFires,
+                       ClipSim::kHold}) {
+    auto sim = Simulate(*m, *g, true, clip);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    r[clip] = *std::move(sim);
+  }
+  const double step = 4e-3;  // 4 vLayers of 1 ms.
+  auto duration = [](const TraceEvent& e) { return e.end_s - e.start_s; };
+  EXPECT_NEAR(duration(Event(r[ClipSim::kOff], "update 8-11")), step, 1e-12);
+  EXPECT_NEAR(duration(Event(r[ClipSim::kSpeculate], "update 8-11")), 2 * step, 1e-12);
+  EXPECT_NEAR(duration(Event(r[ClipSim::kSpeculate], "update 0-3")), 1.2 * step, 1e-12);
+  EXPECT_NEAR(duration(Event(r[ClipSim::kHold], "update 8-11")), 1.2 * step, 1e-12);
+  const TraceEvent& redo = Event(r[ClipSim::kSpeculateFires], "redo clipped updates");
+  EXPECT_NEAR(duration(redo), 2 * 1.8 * step, 1e-12);  // Packs 8-11 and 4-7.
+  EXPECT_GE(redo.start_s, Event(r[ClipSim::kSpeculateFires], "update 0-3").end_s - 1e-12);
+  // Holding, the first update starts after the last gradients are out.
+  const TraceEvent& first = Event(r[ClipSim::kHold], "update 8-11");
+  for (const TraceEvent& e : r[ClipSim::kHold].events) {
+    if (e.name.rfind("gradients out", 0) == 0) EXPECT_GE(first.start_s, e.end_s - 1e-12);
+  }
+  EXPECT_LE(r[ClipSim::kOff].iteration_s, r[ClipSim::kSpeculate].iteration_s);
+  EXPECT_LT(r[ClipSim::kSpeculate].iteration_s, r[ClipSim::kSpeculateFires].iteration_s);
+  EXPECT_LT(r[ClipSim::kOff].iteration_s, r[ClipSim::kHold].iteration_s);
+  EXPECT_NEAR(r[ClipSim::kSpeculateFires].iteration_s,
+              Event(r[ClipSim::kSpeculateFires], "redo clipped updates").end_s, 1e-9);
 }
 
 TEST(SimulatorTest, VdpReductionWaitsForEveryDevice) {

@@ -71,6 +71,13 @@ absl::StatusOr<nlohmann::json> BenchExternal(const BenchOptions& options,
 absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& options,
                                               double emulated_link);
 
+// Gradient clipping side by side: zoo gpt on 2 devices over the emulated
+// link, Harmony without clipping, with clipping that never fires and with
+// clipping that fires every iteration, speculating and holding, each beside
+// the plan's simulated time; rounds of every variant in turn.
+absl::StatusOr<nlohmann::json> BenchClipping(const BenchOptions& options,
+                                             double emulated_link);
+
 // The multi-server row: a world of 2 servers on loopback (a
 // runtime each, one device and one core each) against one server alone,
 // simulated against measured, bytes sent per server per iteration against

@@ -172,7 +172,7 @@ common::TrainingData RepeatData(const common::TrainingData& data, int64_t sample
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
                                         uint64_t device_memory, double emulate_link, int runs,
-                                        int warmups) {
+                                        int warmups, const executor::TrainingRecipe* recipe) {
   executor::RuntimeOptions o;
   o.devices.kind = common::DeviceSpec::Kind::kCpu;
   o.devices.count = static_cast<int>(plan.config().num_devices());
@@ -180,6 +180,11 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   o.optimizer = BenchOptimizerOptions();
   o.seed = 1;
   o.emulate_host_link = emulate_link;
+  if (recipe != nullptr) {
+    o.recipe = *recipe;
+    absl::Status resolved = executor::ResolveRecipe(o.optimizer, warmups + runs, o.recipe);
+    if (!resolved.ok()) return resolved;
+  }
   absl::StatusOr<std::unique_ptr<executor::Runtime>> runtime =
       executor::Runtime::Create(plan, model_path, o);
   if (!runtime.ok()) return runtime.status();
@@ -195,6 +200,8 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
       compute.push_back(m->compute_s);
       wait.push_back(m->swap_wait_s);
       optimizer.push_back(m->optimizer_s);
+      r.clipped += m->clipping && m->clip_coef < 1;
+      r.redone += m->redone;
       if (SwapJson(m->bytes) != SwapJson(r.bytes)) r.bytes_steady = false;
     }
     r.bytes = m->bytes;

@@ -84,15 +84,20 @@ struct RunResult {
   bool bytes_steady = true;     // The same counts in every iteration.
   std::vector<uint64_t> device_peak_bytes;  // Highest over the iterations.
   double compute_s = 0, swap_wait_s = 0, optimizer_s = 0;  // Medians.
+  // With clipping: timed iterations where it fired, and where speculated
+  // updates were redone.
+  int clipped = 0, redone = 0;
 };
 
 // Trains `runs` timed iterations after `warmups` untimed ones on
 // `plan.num_devices` virtual devices of `device_memory` bytes, the host link
-// throttled to `emulate_link` bytes/s when > 0.
+// throttled to `emulate_link` bytes/s when > 0; with `recipe` (clipping)
+// when given.
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
                                         uint64_t device_memory, double emulate_link, int runs,
-                                        int warmups = 1);
+                                        int warmups = 1,
+                                        const executor::TrainingRecipe* recipe = nullptr);
 
 // The plain LibTorch loop over the plan's microbatches, `iterations` of
 // them: the losses the runtime's must equal.
