@@ -248,27 +248,20 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
     const json& c = results["clipping"];
     absl::StrAppendFormat(
         &md,
-        "## Gradient clipping
-
-"
+        "## Gradient clipping\n\n"
         "zoo %s on %d devices of %s (%s), minibatch %d, over the emulated link, on %s: Harmony "
         "without clipping, with clipping that never fires (max norm 1e9) and with clipping "
         "that fires every iteration (1e-6), its updates speculating (stepped before the norm "
         "is known, redone from a saved copy when it fires) or held until every backward is "
         "done; rounds of every variant in turn. The simulated column is the plan's "
-        "(Estimates.clip_*).
-
-"
-        "| clipping | iteration | ÷ off | simulated | error | clipped / redone |
-"
-        "|---|---|---|---|---|---|
-",
+        "(Estimates.clip_*).\n\n"
+        "| clipping | iteration | ÷ off | simulated | error | clipped / redone |\n"
+        "|---|---|---|---|---|---|\n",
         c["model"].get<std::string>(), c["devices"].get<int>(),
         common::FormatBytes(c["device_memory"].get<uint64_t>()), c["mode"].get<std::string>(),
         c["minibatch"].get<int>(), c["cpu_model"].get<std::string>());
     for (const json& r : c["variants"]) {
-      absl::StrAppendFormat(&md, "| %s | %s | %.3fx | %s | %+.0f%% | %d / %d |
-",
+      absl::StrAppendFormat(&md, "| %s | %s | %.3fx | %s | %+.0f%% | %d / %d |\n",
                             r["name"].get<std::string>(), TimeCell(r["iteration_s"]),
                             r["vs_off"].get<double>(), Seconds(r["simulated_s"].get<double>()),
                             100 * r["simulator_error"].get<double>(),
