@@ -239,6 +239,7 @@ std::vector<std::string> HostStore::SetNoDecay(
     }
     if (h->optimizer != nullptr) h->optimizer->SetNoDecay(std::move(ranges));
   }
+  no_decay_names_ = names;
   return names;
 }
 

@@ -112,6 +112,8 @@ class HostStore {
   // weight decay. Returns their names.
   std::vector<std::string> SetNoDecay(
       const std::function<bool(const std::string&, const at::Tensor&)>& no_decay);
+  // The names SetNoDecay picked, in vLayer order (canonical).
+  const std::vector<std::string>& no_decay_names() const { return no_decay_names_; }
   // ZeRO-1 across `world` (which shards): each vLayer's optimizer state is
   // kept by its owner only (OptimizerStateOwners); the others free theirs.
   void ShardOptimizerState(const World& world);
@@ -172,6 +174,7 @@ class HostStore {
   std::vector<std::unique_ptr<Layer>> layers_;
   // The optimizer's state parts per element (CpuOptimizer::state_names).
   std::vector<std::string> state_names_;
+  std::vector<std::string> no_decay_names_;
 };
 
 }  // namespace harmony::executor

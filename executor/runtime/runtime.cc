@@ -81,9 +81,9 @@ int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
 int Runtime::threads_per_device() const { return impl_->threads_per_device; }
 bool Runtime::flush_denormal() const { return impl_->flush_denormal; }
-ClipMode Runtime::clip_mode() const { return impl_->clip_mode; }
+ClipMode Runtime::clip_mode() const { return impl_->updates->recipe().clip_mode; }
 const std::vector<std::string>& Runtime::no_decay_parameters() const {
-  return impl_->no_decay_names;
+  return impl_->host->no_decay_names();
 }
 
 std::vector<uint64_t> Runtime::device_bytes_in_use() const {

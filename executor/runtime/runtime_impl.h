@@ -84,8 +84,6 @@ struct Runtime::Impl {
   // The host's update thread's part: the update order, the schedule,
   // clipping (runtime_recipe.cc sets it up).
   std::unique_ptr<HostUpdates> updates;
-  ClipMode clip_mode = ClipMode::kSpeculate;  // RuntimeOptions::clip_mode, resolved.
-  std::vector<std::string> no_decay_names;    // Canonical.
   // vDP weights copied from another device (WEIGHTS_IN over PEER).
   std::unique_ptr<PeerWeights> peer_weights;
   // The training data and its minibatches; the evaluation's

@@ -59,7 +59,7 @@ absl::Status Runtime::Impl::SetUpRecipe() {
     }
   }, absl::StatusCode::kInternal));
   if (rule.any()) {
-    no_decay_names = host->SetNoDecay([&](const std::string& name, const at::Tensor& t) {
+    host->SetNoDecay([&](const std::string& name, const at::Tensor& t) {
       return rule.Matches(name, t.dim(), in_embedding.count(name) > 0);
     });
   }
@@ -69,7 +69,7 @@ absl::Status Runtime::Impl::SetUpRecipe() {
   // costs more than holding (plans made before it: speculates).
   const proto::Estimates& e = plan.estimates();
   const bool redo_costs_more = e.clip_hold_s() > 0 && e.clip_speculate_fires_s() > e.clip_hold_s();
-  clip_mode = r.clip_mode != ClipMode::kAuto ? r.clip_mode
+  const ClipMode clip_mode = r.clip_mode != ClipMode::kAuto ? r.clip_mode
               : redo_costs_more              ? ClipMode::kAuto
                                              : ClipMode::kSpeculate;
   UpdateRecipe recipe;
@@ -94,7 +94,7 @@ std::string Runtime::Impl::RecipeJson() const {
         {"total_iterations", s.total_iterations}}},
       {"clip_grad_norm", options.recipe.clip_grad_norm},
       {"weight_decay", options.optimizer.weight_decay},
-      {"no_decay", no_decay_names},
+      {"no_decay", host->no_decay_names()},
   };
   return j.dump();
 }
@@ -142,6 +142,7 @@ absl::Status Runtime::Impl::CheckRecipe(const std::string& text) const {
       if (n.is_string()) names.push_back(n.get<std::string>());
     }
   }
+  const std::vector<std::string>& no_decay_names = host->no_decay_names();
   if (names != no_decay_names) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the checkpoint's parameters without weight decay are ",
