@@ -60,9 +60,12 @@ absl::StatusOr<nlohmann::json> BenchClipping(const BenchOptions& o, double emula
       {"hold, firing", 1e-6, executor::ClipMode::kHold, e.clip_hold_s()},
   };
   // Rounds of every variant in turn, so that the machine's drift falls on
-  // all of them alike.
-  const int rounds = 3;
+  // all of them alike; each variant's ratio to "off" is taken within a
+  // round (the median of its timed iterations over off's), then the median
+  // over the rounds.
+  const int rounds = o.quick ? 2 : 5;
   std::vector<std::vector<double>> seconds(variants.size());
+  std::vector<std::vector<double>> ratios(variants.size());
   std::vector<RunResult> last(variants.size());
   for (int round = 0; round < rounds; ++round) {
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -74,10 +77,14 @@ absl::StatusOr<nlohmann::json> BenchClipping(const BenchOptions& o, double emula
                         o.runs, o.warmups, &recipe);
       if (!run.ok()) return run.status();
       seconds[v].insert(seconds[v].end(), run->seconds.begin(), run->seconds.end());
+      ratios[v].push_back(Summarize(run->seconds).median);
       last[v] = *std::move(run);
     }
   }
-  const double off = Summarize(seconds[0]).median;
+  for (size_t v = variants.size(); v-- > 0;) {
+    for (int round = 0; round < rounds; ++round) ratios[v][round] /= ratios[0][round];
+  }
+  out["rounds"] = rounds;
   out["variants"] = nlohmann::json::array();
   nlohmann::json checks = nlohmann::json::array();
   for (size_t v = 0; v < variants.size(); ++v) {
@@ -86,15 +93,17 @@ absl::StatusOr<nlohmann::json> BenchClipping(const BenchOptions& o, double emula
     r["name"] = variants[v].name;
     r["clip_grad_norm"] = variants[v].max_norm;
     r["iteration_s"] = ToJson(s);
-    r["vs_off"] = s.median / off;
+    r["vs_off"] = Summarize(ratios[v]).median;  // Paired within rounds.
+    r["vs_off_rounds"] = ratios[v];
     r["simulated_s"] = variants[v].simulated_s;
     r["simulator_error"] = (variants[v].simulated_s - s.median) / s.median;
     r["clipped_iterations"] = last[v].clipped;
     r["redone_iterations"] = last[v].redone;
     r["optimizer_s"] = last[v].optimizer_s;
-    Log(absl::StrFormat("clipping: %s: %.3f s (%.3fx off; %.3f s simulated, %+.0f%%), clipped "
-                        "%d of %d timed iterations, redone %d",
-                        variants[v].name, s.median, s.median / off, variants[v].simulated_s,
+    Log(absl::StrFormat("clipping: %s: %.3f s (%.3fx off, paired by round; %.3f s simulated, "
+                        "%+.0f%%), clipped %d of %d timed iterations, redone %d",
+                        variants[v].name, s.median, r["vs_off"].get<double>(),
+                        variants[v].simulated_s,
                         100 * r["simulator_error"].get<double>(), last[v].clipped,
                         static_cast<int>(last[v].seconds.size()), last[v].redone));
     out["variants"].push_back(std::move(r));

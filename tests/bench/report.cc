@@ -253,13 +253,14 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "without clipping, with clipping that never fires (max norm 1e9) and with clipping "
         "that fires every iteration (1e-6), its updates speculating (stepped before the norm "
         "is known, redone from a saved copy when it fires) or held until every backward is "
-        "done; rounds of every variant in turn. The simulated column is the plan's "
-        "(Estimates.clip_*).\n\n"
-        "| clipping | iteration | ÷ off | simulated | error | clipped / redone |\n"
+        "done; %d rounds of every variant in turn, each with its warm-up and timed iterations; "
+        "÷ off is the median over the rounds of the variant's median over off's in the same "
+        "round. The simulated column is the plan's (Estimates.clip_*).\n\n"
+        "| clipping | iteration | ÷ off (paired) | simulated | error | clipped / redone |\n"
         "|---|---|---|---|---|---|\n",
         c["model"].get<std::string>(), c["devices"].get<int>(),
         common::FormatBytes(c["device_memory"].get<uint64_t>()), c["mode"].get<std::string>(),
-        c["minibatch"].get<int>(), c["cpu_model"].get<std::string>());
+        c["minibatch"].get<int>(), c["cpu_model"].get<std::string>(), c.value("rounds", 3));
     for (const json& r : c["variants"]) {
       absl::StrAppendFormat(&md, "| %s | %s | %.3fx | %s | %+.0f%% | %d / %d |\n",
                             r["name"].get<std::string>(), TimeCell(r["iteration_s"]),
