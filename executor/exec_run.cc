@@ -68,6 +68,21 @@ namespace {
 
 using harmony::common::FormatBytes;
 
+// The process's peak resident memory (VmHWM), in bytes; 0 when unknown.
+uint64_t PeakResidentBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmHWM:") {
+      uint64_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
 // "12%" of `part`, or "-".
 std::string Share(double part, double whole) {
   return whole > 0 ? absl::StrFormat("%.0f%%", 100 * part / whole) : "-";
@@ -78,7 +93,8 @@ std::string Share(double part, double whole) {
 int RunCommand(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
-  std::string checkpoint_dir, resume, store, flush_denormal;
+  std::string checkpoint_dir, resume, store, flush_denormal, token_dtype;
+  int64_t seq_len = 0;
   int rank = 0, world_size = 1;
   double world_timeout_s = 120;
   int64_t checkpoint_every = 0;
@@ -97,7 +113,13 @@ int RunCommand(const std::vector<std::string>& args) {
       ("help,h", "show this help")
       ("model", po::value(&model), "the TorchScript model the plan was made for (required)")
       ("data", po::value(&data),
-       "torch.save file: {\"inputs\": ..., \"targets\": ...} or a tensor tuple (required)")
+       "torch.save file: {\"inputs\": ..., \"targets\": ...} or a tensor tuple; or a token "
+       "file (.bin of --token-dtype, .npy), memory-mapped, whose samples are windows of "
+       "--seq-len + 1 tokens: forward's tokens and the targets (required)")
+      ("token-dtype", po::value(&token_dtype),
+       "uint16 | uint32: the ids of a .bin token file (a .npy says its own)")
+      ("seq-len", po::value(&seq_len),
+       "T: tokens per sample of a token file (the plan's sample length)")
       ("iterations", po::value(&iterations),
        "minibatches to train (required), counted from the start of training: a resumed "
        "run trains the ones its checkpoint has not")
@@ -111,7 +133,8 @@ int RunCommand(const std::vector<std::string>& args) {
       ("beta2", po::value(&beta2)->default_value(beta2), "Adam beta2")
       ("eps", po::value(&eps)->default_value(eps), "Adam epsilon")
       ("seed", po::value(&seed)->default_value(0), "seed of the dropout stream and shuffling")
-      ("shuffle", "shuffle the samples every epoch (default: in order)")
+      ("shuffle", "shuffle the samples every epoch; a token file's windows start at random "
+       "places drawn from --seed (default: in order)")
       ("out", po::value(&out), "write the trained model here (TorchScript)")
       ("checkpoint-dir", po::value(&checkpoint_dir),
        "write checkpoints here (checkpoint-<iteration>.pt): at the end, on Ctrl-C or "
@@ -288,15 +311,13 @@ int RunCommand(const std::vector<std::string>& args) {
     std::cout << "note: the plan was profiled on " << plan->profile().cpu_model()
               << ", this machine is " << cpu << ": its time estimates assume the former\n";
   }
-  auto training = harmony::common::LoadTrainingData(data);
-  if (!training.ok()) return Fail(training.status());
-  if (absl::Status s = (*runtime)->SetData(*std::move(training)); !s.ok()) return Fail(s);
+  if (absl::Status s = LoadData(**runtime, {data, token_dtype, seq_len}, false); !s.ok()) {
+    return Fail(harmony::common::Annotate(s, "--data"));
+  }
   if (!options.recipe.eval_data.empty()) {
-    auto eval = harmony::common::LoadTrainingData(options.recipe.eval_data);
-    if (!eval.ok()) return Fail(harmony::common::Annotate(eval.status(), "--eval-data"));
-    if (absl::Status s = (*runtime)->SetEvalData(*std::move(eval)); !s.ok()) {
-      return Fail(harmony::common::Annotate(s, "--eval-data"));
-    }
+    absl::Status s =
+        LoadData(**runtime, {options.recipe.eval_data, token_dtype, seq_len}, /*eval=*/true);
+    if (!s.ok()) return Fail(harmony::common::Annotate(s, "--eval-data"));
   }
 
   const auto& config = plan->config();
@@ -554,6 +575,8 @@ int RunCommand(const std::vector<std::string>& args) {
     return 130;
   }
   std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations - start, seconds);
+  std::cout << "peak resident memory: " << FormatBytes(PeakResidentBytes()) << " (host store "
+            << FormatBytes((*runtime)->host_store_bytes()) << ")\n";
   if (clip_iterations > 0) {
     std::cout << absl::StrFormat(
         "gradient clipping (%s) fired in %d of %d iterations; %d redid speculative updates, "

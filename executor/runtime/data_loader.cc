@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/loss.h"
 #include "common/status.h"
+#include "common/torch_status.h"
 
 namespace harmony::executor {
 namespace {
@@ -63,8 +64,53 @@ absl::StatusOr<MinibatchLoader> MinibatchLoader::Create(
   return loader;
 }
 
-Minibatch MinibatchLoader::Take(int64_t index, int size, int rank, int world_size, bool shuffle,
-                                uint64_t seed, bool pinned) {
+absl::StatusOr<MinibatchLoader> MinibatchLoader::Create(
+    std::shared_ptr<const common::TokenFile> tokens, int64_t vocab, const proto::Plan& plan,
+    const std::vector<std::string>& forward_arguments, const std::string& what) {
+  // Its first window stands for all of them in the checks.
+  HARMONY_ASSIGN_OR_RETURN(common::TrainingData sample,
+                           tokens->Samples(0, 1, false, 0, vocab));
+  if (plan.model().sample_targets_size() == 0) sample.targets.clear();
+  HARMONY_ASSIGN_OR_RETURN(
+      MinibatchLoader loader,
+      Create(std::move(sample), plan, forward_arguments,
+             absl::StrCat(what, " (", tokens->path(), ", windows of ", tokens->seq_len(),
+                          " + 1 tokens)")));
+  loader.data_ = {};
+  loader.tokens_ = std::move(tokens);
+  loader.vocab_ = vocab;
+  loader.with_targets_ = plan.model().sample_targets_size() > 0;
+  return loader;
+}
+
+absl::StatusOr<Minibatch> MinibatchLoader::Take(int64_t index, int size, int rank,
+                                                int world_size, bool shuffle, uint64_t seed,
+                                                bool pinned) {
+  if (tokens_ != nullptr) {
+    const int64_t first = (index * world_size + rank) * static_cast<int64_t>(size);
+    HARMONY_ASSIGN_OR_RETURN(common::TrainingData d,
+                             tokens_->Samples(first, size, shuffle, seed, vocab_));
+    Minibatch out;
+    out.arguments = std::move(d.inputs);
+    if (with_targets_) out.targets = std::move(d.targets);
+    return common::CallTorch("a minibatch of tokens", [&] {
+      if (pinned) {
+        for (at::Tensor& t : out.arguments) t = t.pin_memory();
+        for (at::Tensor& t : out.targets) t = t.pin_memory();
+      }
+      if (takes_targets_) {
+        out.arguments.insert(out.arguments.end(), out.targets.begin(), out.targets.end());
+      }
+      return out;
+    });
+  }
+  return common::CallTorch("a minibatch", [&] {
+    return TakeRows(index, size, rank, world_size, shuffle, seed, pinned);
+  });
+}
+
+Minibatch MinibatchLoader::TakeRows(int64_t index, int size, int rank, int world_size,
+                                    bool shuffle, uint64_t seed, bool pinned) {
   const int64_t n = data_.size();
   std::vector<int64_t> rows(size);
   for (int j = 0; j < size; ++j) {

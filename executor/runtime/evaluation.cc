@@ -271,9 +271,8 @@ absl::StatusOr<EvalMetrics> Evaluator::Run(MinibatchLoader& data, int64_t miniba
   double sum = 0;
   for (int64_t b = 0; b < minibatches; ++b) {
     if (cancelled && cancelled()) return absl::CancelledError("cancelled");
-    HARMONY_ASSIGN_OR_RETURN(Minibatch batch, CallTorch("evaluation data", [&] {
-      return data.Take(b, setup_.minibatch, world.rank, world.size, false, 0, pinned);
-    }));
+    HARMONY_ASSIGN_OR_RETURN(
+        Minibatch batch, data.Take(b, setup_.minibatch, world.rank, world.size, false, 0, pinned));
     const int count = static_cast<int>(
         plan::SplitMicrobatches(0, setup_.minibatch, setup_.microbatch).size());
     std::vector<double> losses(count, 0);

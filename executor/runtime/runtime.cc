@@ -71,6 +71,20 @@ uint64_t AvailableHostMemory() {
   return 0;
 }
 
+// The rows of the model's first embedding table (nn.Embedding, in module
+// order): the token ids it takes; 0 when it has none.
+int64_t Vocabulary(const torch::jit::Module& model) {
+  for (const auto& m : model.named_modules()) {
+    if (!m.value.type()->name()) continue;
+    const std::string q = m.value.type()->name()->qualifiedName();
+    if (q.substr(q.rfind('.') + 1) != "Embedding") continue;
+    for (const auto& p : m.value.named_parameters(/*recurse=*/false)) {
+      if (p.name == "weight" && p.value.dim() == 2) return p.value.size(0);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 
@@ -152,6 +166,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
                            common::Decomposition::CreateWithCuts(impl->model, cuts,
                                                                  plan.model().loss_output()));
   impl->aliases = common::TensorAliases(impl->model);
+  HARMONY_ASSIGN_OR_RETURN(impl->vocab, CallTorch("reading the model's embeddings", [&] {
+    return Vocabulary(impl->model);
+  }));
   if (impl->dec->num_vlayers() != static_cast<int>(plan.profile().vlayers_size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the plan's profile has ", plan.profile().vlayers_size(), " vLayers, the model ",
@@ -206,12 +223,34 @@ absl::Status Runtime::SetData(common::TrainingData data) {
   return absl::OkStatus();
 }
 
+absl::Status Runtime::SetTokenData(std::shared_ptr<const common::TokenFile> tokens) {
+  Impl& m = *impl_;
+  HARMONY_ASSIGN_OR_RETURN(m.train_data,
+                           MinibatchLoader::Create(std::move(tokens), m.vocab, m.plan,
+                                                   m.dec->forward_arguments(), "the data"));
+  return absl::OkStatus();
+}
+
 absl::Status Runtime::SetEvalData(common::TrainingData data) {
   Impl& m = *impl_;
   HARMONY_ASSIGN_OR_RETURN(
       MinibatchLoader loader,
       MinibatchLoader::Create(std::move(data), m.plan, m.dec->forward_arguments(),
                               "the evaluation data"));
+  return m.SetEvalLoader(std::move(loader));
+}
+
+absl::Status Runtime::SetEvalTokenData(std::shared_ptr<const common::TokenFile> tokens) {
+  Impl& m = *impl_;
+  HARMONY_ASSIGN_OR_RETURN(
+      MinibatchLoader loader,
+      MinibatchLoader::Create(std::move(tokens), m.vocab, m.plan, m.dec->forward_arguments(),
+                              "the evaluation data"));
+  return m.SetEvalLoader(std::move(loader));
+}
+
+absl::Status Runtime::Impl::SetEvalLoader(MinibatchLoader loader) {
+  Impl& m = *this;
   if (!m.train_data.empty() && loader.takes_targets() != m.train_data.takes_targets()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the evaluation data ", loader.takes_targets() ? "gives" : "does not give",
@@ -272,11 +311,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   const Clock::time_point start = Clock::now();
   // This thread runs the updates, and starts the devices' threads.
   common::ApplyFlushDenormal(m.flush_denormal);
-  HARMONY_ASSIGN_OR_RETURN(m.batch, CallTorch("minibatch", [&] {
-    return m.train_data.Take(m.iteration, m.minibatch, m.options.world.rank, m.options.world.size,
-                             m.options.shuffle, m.options.seed,
-                             m.devices[0]->wants_pinned_host());
-  }));
+  HARMONY_ASSIGN_OR_RETURN(
+      m.batch, m.train_data.Take(m.iteration, m.minibatch, m.options.world.rank,
+                                 m.options.world.size, m.options.shuffle, m.options.seed,
+                                 m.devices[0]->wants_pinned_host()));
   m.completion.StartIteration(static_cast<int>(m.graph.tasks.size()));
   m.mail.Reset();
   m.reduction.StartIteration();
@@ -444,6 +482,21 @@ absl::Status Runtime::Restore(const Checkpoint& c) {
 std::string Runtime::ChromeTrace() const {
   const Impl& m = *impl_;
   return m.tracer->ChromeJson(static_cast<int>(m.devices.size()), m.options.emulate_host_link);
+}
+
+absl::Status LoadData(Runtime& runtime, const DataSource& source, bool eval) {
+  if (common::IsTokenFile(source.path)) {
+    std::optional<common::TokenType> type;
+    if (!source.token_dtype.empty()) {
+      HARMONY_ASSIGN_OR_RETURN(type, common::ParseTokenType(source.token_dtype));
+    }
+    HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<common::TokenFile> file,
+                             common::TokenFile::Open(source.path, type, source.seq_len));
+    std::shared_ptr<const common::TokenFile> shared(std::move(file));
+    return eval ? runtime.SetEvalTokenData(shared) : runtime.SetTokenData(shared);
+  }
+  HARMONY_ASSIGN_OR_RETURN(common::TrainingData data, common::LoadTrainingData(source.path));
+  return eval ? runtime.SetEvalData(std::move(data)) : runtime.SetData(std::move(data));
 }
 
 uint64_t DropoutSeed(uint64_t seed, int64_t iteration, int microbatch_offset, int vlayer) {

@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "common/device_spec.h"
 #include "common/tensor_file.h"
+#include "common/token_file.h"
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/metrics.h"
 #include "executor/runtime/recipe.h"
@@ -126,12 +127,19 @@ class Runtime {
   // it does not match the plan's sample input (shapes past dimension 0,
   // dtypes, number of tensors) or has fewer samples than the minibatch.
   absl::Status SetData(common::TrainingData data);
+  // The training data from a token file (common/token_file.h): windows of
+  // seq_len + 1 tokens, forward's tokens and the targets; sequential, or
+  // placed at random by the seed with RuntimeOptions::shuffle. Token ids
+  // are checked against the model's first nn.Embedding as each window is
+  // read.
+  absl::Status SetTokenData(std::shared_ptr<const common::TokenFile> tokens);
 
   // The validation data (executor/runtime/evaluation.h): checked as SetData
   // checks the training data, and forward must take its targets as it takes
   // the training data's. FailedPrecondition when the model in eval mode
   // cannot run through the plan's vLayers.
   absl::Status SetEvalData(common::TrainingData data);
+  absl::Status SetEvalTokenData(std::shared_ptr<const common::TokenFile> tokens);
   // The mean loss over the first `minibatches` minibatches of the
   // evaluation data (0: every whole minibatch it holds, at least 1),
   // forward-only in eval mode through the plan's packs.
@@ -197,6 +205,19 @@ class Runtime {
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Where a run's data comes from: a torch.save file, or a token file (a .bin
+// of `token_dtype`, a .npy) cut into windows of `seq_len` + 1 tokens.
+struct DataSource {
+  std::string path;
+  std::string token_dtype;  // uint16 | uint32; empty for .npy and torch.save files.
+  int64_t seq_len = 0;
+};
+
+// Loads `source` into `runtime` as its training data, or with `eval` its
+// evaluation data. Errors name the file and, for a token file without
+// --seq-len or --token-dtype, the flag.
+absl::Status LoadData(Runtime& runtime, const DataSource& source, bool eval);
 
 // The seed of the random stream (dropout) of one vLayer's run on one
 // microbatch (named by its first sample in the minibatch) in one iteration.

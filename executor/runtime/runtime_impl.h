@@ -77,6 +77,9 @@ struct Runtime::Impl {
   // Every parameter and buffer name -> the name vLayers use (tied weights).
   std::map<std::string, std::string> aliases;
   common::LossKind loss_kind = common::LossKind::kAuto;
+  // The rows of its first embedding table (0: none): token ids from a token
+  // file must be below it.
+  int64_t vocab = 0;
   std::unique_ptr<HostStore> host;
   std::vector<std::unique_ptr<Device>> devices;
   // What travels between tasks (immutable after Create).
@@ -261,6 +264,9 @@ struct Runtime::Impl {
   // previous one has computed (and, in vDP, reduced); what the previous one
   // copies out may still be on its way.
   absl::Status RunDevice(int d);
+
+  // The evaluation's data, and the evaluator made on first use.
+  absl::Status SetEvalLoader(MinibatchLoader loader);
 
   // --- The recipe (runtime_recipe.cc).
 
