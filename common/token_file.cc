@@ -248,4 +248,16 @@ absl::StatusOr<TrainingData> TokenFile::Samples(int64_t first, int64_t count, bo
   });
 }
 
+absl::StatusOr<TrainingData> LoadSample(const std::string& path, const std::string& token_dtype,
+                                        int64_t seq_len) {
+  if (!IsTokenFile(path)) return LoadTrainingData(path);
+  std::optional<TokenType> type;
+  if (!token_dtype.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(type, ParseTokenType(token_dtype));
+  }
+  HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<TokenFile> file,
+                           TokenFile::Open(path, type, seq_len));
+  return file->Samples(0, std::min<int64_t>(256, file->windows()), false, 0, 0);
+}
+
 }  // namespace harmony::common

@@ -84,6 +84,12 @@ class TokenFile {
   const uint8_t* map_ = nullptr;
 };
 
+// A sample of the data at `path` for the planner: a torch.save file as
+// LoadTrainingData reads it, or a token file's first windows (up to 256),
+// with `token_dtype` ("uint16", "uint32"; "" for .npy) and `seq_len`.
+absl::StatusOr<TrainingData> LoadSample(const std::string& path, const std::string& token_dtype,
+                                        int64_t seq_len);
+
 }  // namespace harmony::common
 
 #endif  // HARMONY_COMMON_TOKEN_FILE_H_

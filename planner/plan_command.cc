@@ -23,6 +23,7 @@
 #include "common/plan_file.h"
 #include "common/status.h"
 #include "common/tensor_file.h"
+#include "common/token_file.h"
 #include "common/units.h"
 #include "planner/cli.h"
 #include "planner/plan/make_plan.h"
@@ -92,7 +93,8 @@ struct PlanFlags {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
       host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us",
-      flush_denormal = "on";
+      flush_denormal = "on", token_dtype;
+  int64_t seq_len = 0;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
   double tolerance = 0.05, reserve = 0.1;
@@ -118,7 +120,10 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
       ("global-minibatch", po::value(&f->global_minibatch),
        "with --servers: the world's minibatch instead, divided among the servers")
       ("sample-input", po::value(&f->sample_path),
-       "torch.save file with a sample input (to profile the model)")
+       "torch.save file with a sample input (to profile the model), or a token file "
+       "(.bin, .npy) with --seq-len (and --token-dtype for .bin): its first windows")
+      ("token-dtype", po::value(&f->token_dtype), "uint16 | uint32: a .bin token file's ids")
+      ("seq-len", po::value(&f->seq_len), "T: tokens per sample of a token file")
       ("profile", po::value(&f->profile_path),
        "use this profile (harmony-plan profile / synthesize) instead of profiling")
       ("output,o", po::value(&f->out), "plan file to write (required)")
@@ -243,7 +248,8 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
     }
     return out;
   }
-  HARMONY_ASSIGN_OR_RETURN(common::TrainingData sample, common::LoadTrainingData(f.sample_path));
+  HARMONY_ASSIGN_OR_RETURN(common::TrainingData sample,
+                           common::LoadSample(f.sample_path, f.token_dtype, f.seq_len));
   ProfilerOptions options;
   options.devices.count = f.gpus;
   options.devices.capacity = memory;

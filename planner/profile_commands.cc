@@ -19,6 +19,7 @@
 #include "common/loss.h"
 #include "common/model_output.h"
 #include "common/tensor_file.h"
+#include "common/token_file.h"
 #include "common/torch_status.h"
 #include "common/units.h"
 #include "planner/cli.h"
@@ -29,6 +30,8 @@ namespace harmony::planner::cli {
 namespace po = boost::program_options;
 
 int ProfileCommand(const std::vector<std::string>& args) {
+  std::string token_dtype;
+  int64_t seq_len = 0;
   std::string model, sample_path, devices = "cpu:2x512MiB", out, loss = "auto",
               flush_denormal = "on";
   harmony::planner::ProfilerOptions options;
@@ -42,7 +45,10 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("help,h", "show this help")
       ("sample-input", po::value(&sample_path),
        "torch.save file: a tensor, a tuple of tensors, or the training data "
-       "dict {\"inputs\", \"targets\"}; dimension 0 is the batch (required)")
+       "dict {\"inputs\", \"targets\"}; dimension 0 is the batch (required); or a token "
+       "file (.bin, .npy) with --seq-len: its first windows")
+      ("token-dtype", po::value(&token_dtype), "uint16 | uint32: a .bin token file's ids")
+      ("seq-len", po::value(&seq_len), "T: tokens per sample of a token file")
       ("devices", po::value(&devices)->default_value(devices),
        "cpu:NxSIZE (virtual CPU devices with a hard memory cap)")
       ("granularity", po::value(&options.granularity)->default_value(0),
@@ -85,7 +91,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   if (!loss_kind.ok()) return Fail(loss_kind.status());
   options.loss = *loss_kind;
   absl::StatusOr<harmony::common::TrainingData> sample =
-      harmony::common::LoadTrainingData(sample_path);
+      harmony::common::LoadSample(sample_path, token_dtype, seq_len);
   if (!sample.ok()) return Fail(sample.status());
 
   const bool tty = ::isatty(STDERR_FILENO);
