@@ -215,7 +215,8 @@ std::string AbsolutePath(const std::string& path) {
 int Submit(const std::vector<std::string>& args) {
   Common common;
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
-      resume, world_list, flush_denormal;
+      resume, world_list, flush_denormal, token_dtype;
+  int64_t seq_len = 0;
   double world_timeout = 60;
   bool shard = false;
   int64_t iterations = 0, checkpoint_interval = 0, keep_checkpoints = 2;
@@ -233,7 +234,11 @@ int Submit(const std::vector<std::string>& args) {
   flags.add_options()
       ("config", po::value(&config_path), "job settings in a JSON file")
       ("model", po::value(&model), "the TorchScript model the plan was made for")
-      ("data", po::value(&data), "training data, torch.save {\"inputs\", \"targets\"}")
+      ("data", po::value(&data),
+       "training data, torch.save {\"inputs\", \"targets\"}, or a token file (.bin, .npy) "
+       "cut into windows of --seq-len + 1 tokens")
+      ("token-dtype", po::value(&token_dtype), "uint16 | uint32: a .bin token file's ids")
+      ("seq-len", po::value(&seq_len), "T: tokens per sample of a token file")
       ("iterations", po::value(&iterations), "minibatches to train")
       ("optimizer", po::value(&optimizer), "sgd | adam | adamw (default sgd)")
       ("lr", po::value(&lr), "learning rate (default 0.01)")
@@ -300,6 +305,8 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("eps", &eps);
     config->Get("seed", &seed);
     config->Get("flush_denormal", &flush_denormal);
+    config->Get("token_dtype", &token_dtype);
+    config->Get("seq_len", &seq_len);
     config->GetPath("out", &out);
     config->Get("checkpoint_interval", &checkpoint_interval);
     config->Get("checkpoint_minutes", &checkpoint_minutes);
@@ -339,6 +346,8 @@ int Submit(const std::vector<std::string>& args) {
     request.set_model_path(AbsolutePath(model));
   }
   request.set_data_path(AbsolutePath(data));
+  request.set_token_dtype(token_dtype);
+  request.set_seq_len(seq_len);
   request.set_iterations(static_cast<uint32_t>(iterations));
   auto* o = request.mutable_optimizer();
   const std::string kind = absl::AsciiStrToLower(optimizer);

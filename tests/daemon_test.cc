@@ -116,6 +116,46 @@ std::string FirstLine(const std::string& text) {
   return std::string(text.substr(0, text.find('\n')));
 }
 
+// A job on a memory-mapped token file (random windows from its seed)
+// trains as harmony-exec run does; a token file without its flags is
+// refused at submission.
+TEST_F(DaemonTest, ATokenFileJobTrainsAsARunDoes) {
+  auto w = RunCommand(absl::StrCat(
+      "/usr/bin/python3 -c \"import numpy as np\n"
+      "np.random.seed(4); np.random.randint(0, 64, 16 * 40 + 1).astype(np.uint16).tofile('",
+      Tmp("tokens.bin"), "')\""));
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  auto d = Daemon::Start(StartFlags("tokens", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  const std::string data =
+      absl::StrCat(" --data ", Tmp("tokens.bin"), " --token-dtype uint16 --seq-len 16");
+  auto r = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
+                                          data, " --iterations 3 --seed 7 --wait --out ",
+                                          Tmp("daemon_tokens.pt"))));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "SUCCEEDED")) << r.output;
+  r = RunCommand(absl::StrCat(kExec, " run ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"), data,
+                              " --iterations 3 --seed 7 --shuffle --devices cpu:2x1MiB --out ",
+                              Tmp("run_tokens.pt")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  torch::jit::Module a = torch::jit::load(Tmp("daemon_tokens.pt"));
+  torch::jit::Module b = torch::jit::load(Tmp("run_tokens.pt"));
+  auto pb = b.named_parameters().begin();
+  for (const auto& p : a.named_parameters()) {
+    EXPECT_TRUE(torch::equal(p.value, (*pb).value)) << p.name;
+    ++pb;
+  }
+  r = RunCommand(d->Ctl("status job-1"));
+  EXPECT_TRUE(absl::StrContains(r.output, "(windows of 16 + 1 tokens, uint16)")) << r.output;
+  r = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
+                                     " --data ", Tmp("tokens.bin"), " --seq-len 16 "
+                                     "--iterations 3")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "give --token-dtype uint16 or uint32")) << r.output;
+  d->Signal(SIGTERM);
+  EXPECT_EQ(d->Wait(), 0) << d->output();
+}
+
 TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   auto d = Daemon::Start(StartFlags("same", "cpu:2x1MiB"));
   ASSERT_FALSE(d->address().empty()) << d->output();

@@ -81,7 +81,13 @@ void PrintJob(const proto::Job& j) {
             << FormatBytes(j.device_memory_bytes()) << ", host memory "
             << FormatBytes(j.host_memory_bytes()) << "\n";
   std::cout << "  model: " << j.model_path() << " (sha256 " << j.model_sha256().substr(0, 16)
-            << "...)\n  data: " << j.data_path() << "\n";
+            << "...)\n  data: " << j.data_path()
+            << (j.seq_len() > 0 ? absl::StrCat(" (windows of ", j.seq_len(), " + 1 tokens",
+                                               j.token_dtype().empty() ? ""
+                                                   : absl::StrCat(", ", j.token_dtype()),
+                                               ")")
+                                : std::string())
+            << "\n";
   if (!j.output_path().empty()) std::cout << "  output: " << j.output_path() << "\n";
   if (!j.checkpoint_path().empty()) {
     std::cout << "  checkpoint: " << j.checkpoint_path() << " (iteration "

@@ -59,6 +59,10 @@ struct JobSpec {
   std::string model_path;
   std::string model_bytes;
   std::string data_path;
+  // A token file's (data and evaluation data): the ids' type of a .bin,
+  // the tokens per sample (common/token_file.h).
+  std::string token_dtype;
+  int64_t seq_len = 0;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
   // Schedules, clipping, weight-decay groups (resolved for `iterations`).
@@ -130,6 +134,8 @@ struct JobRecord {
   std::string model_sha256;
   std::string model_path;  // Where the daemon reads it (maybe its own copy).
   std::string data_path;
+  std::string token_dtype;  // A token file's, as JobSpec.
+  int64_t seq_len = 0;
   std::string output_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;

@@ -25,6 +25,7 @@
 #include "common/plan_file.h"
 #include "common/status.h"
 #include "common/tensor_file.h"
+#include "common/token_file.h"
 #include "common/units.h"
 #include "executor/dist/collective.h"
 #include "executor/jobs/job_manager_impl.h"
@@ -307,6 +308,15 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
         plan.model().file_name(), ")"));
   }
   HARMONY_RETURN_IF_ERROR(CheckReadable("data", spec.data_path));
+  for (const std::string& path : {spec.data_path, spec.recipe.eval_data}) {
+    if (path.empty() || !common::IsTokenFile(path)) continue;
+    // A token file's flags and size, before it is queued.
+    std::optional<common::TokenType> type;
+    if (!spec.token_dtype.empty()) {
+      HARMONY_ASSIGN_OR_RETURN(type, common::ParseTokenType(spec.token_dtype));
+    }
+    HARMONY_RETURN_IF_ERROR(common::TokenFile::Open(path, type, spec.seq_len).status());
+  }
   if (!spec.recipe.eval_data.empty()) {
     HARMONY_RETURN_IF_ERROR(CheckReadable("evaluation data", spec.recipe.eval_data));
   }
@@ -339,6 +349,8 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.model_sha256 = sha;
   record.model_path = model_path;
   record.data_path = spec.data_path;
+  record.token_dtype = spec.token_dtype;
+  record.seq_len = spec.seq_len;
   record.output_path = spec.output_path;
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;

@@ -114,15 +114,10 @@ void JobManager::Impl::Run(Job* job) {
       status = common::Annotate(created.status(), "starting");
     } else {
       runtime = *std::move(created);
-      auto data = common::LoadTrainingData(spec.data_path);
-      if (!data.ok()) {
-        status = data.status();
-      } else {
-        status = runtime->SetData(*std::move(data));
-      }
+      status = LoadData(*runtime, {spec.data_path, spec.token_dtype, spec.seq_len}, false);
       if (status.ok() && !spec.recipe.eval_data.empty()) {
-        auto eval = common::LoadTrainingData(spec.recipe.eval_data);
-        status = eval.ok() ? runtime->SetEvalData(*std::move(eval)) : eval.status();
+        status = LoadData(*runtime, {spec.recipe.eval_data, spec.token_dtype, spec.seq_len},
+                          /*eval=*/true);
         status = common::Annotate(status, "the evaluation data");
       }
     }

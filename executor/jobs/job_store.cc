@@ -92,6 +92,8 @@ std::string JobRecordToJson(const JobRecord& r) {
          {"model_sha256", r.model_sha256},
          {"model_path", r.model_path},
          {"data_path", r.data_path},
+         {"token_dtype", r.token_dtype},
+         {"seq_len", r.seq_len},
          {"output_path", r.output_path},
          {"iterations", r.iterations},
          {"optimizer",
@@ -167,6 +169,8 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.model_sha256 = j.at("model_sha256").get<std::string>();
     r.model_path = j.at("model_path").get<std::string>();
     r.data_path = j.at("data_path").get<std::string>();
+    r.token_dtype = j.value("token_dtype", std::string());
+    r.seq_len = j.value("seq_len", int64_t{0});
     r.output_path = j.at("output_path").get<std::string>();
     r.iterations = j.at("iterations").get<int64_t>();
     const json& o = j.at("optimizer");

@@ -106,6 +106,8 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   for (const StateChange& c : r.history) ToProto(c, out->add_history());
   out->set_model_sha256(r.model_sha256);
   out->set_data_path(r.data_path);
+  out->set_token_dtype(r.token_dtype);
+  out->set_seq_len(r.seq_len);
   out->set_output_path(r.output_path);
   out->set_iterations(static_cast<uint32_t>(r.iterations));
   ToProto(r.optimizer, out->mutable_optimizer());
@@ -185,6 +187,8 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
       return absl::InvalidArgumentError("no model given (a path on the server or its bytes)");
   }
   spec.data_path = r.data_path();
+  spec.token_dtype = r.token_dtype();
+  spec.seq_len = r.seq_len();
   spec.iterations = r.iterations();
   const proto::OptimizerSettings& o = r.optimizer();
   switch (o.kind()) {
