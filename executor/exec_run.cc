@@ -35,6 +35,7 @@
 #include "executor/service/daemon.h"
 #include "optim/cpu_optimizer.h"
 #include "executor/client/recipe_flags.h"
+#include "executor/runtime/tensorboard.h"
 #include "executor/runtime/recipe.h"
 
 namespace po = boost::program_options;
@@ -93,7 +94,7 @@ std::string Share(double part, double whole) {
 int RunCommand(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
-  std::string checkpoint_dir, resume, store, flush_denormal, token_dtype;
+  std::string checkpoint_dir, resume, store, flush_denormal, token_dtype, tensorboard_dir;
   int64_t seq_len = 0;
   int rank = 0, world_size = 1;
   double world_timeout_s = 120;
@@ -161,6 +162,10 @@ int RunCommand(const std::vector<std::string>& args) {
       ("world-timeout", po::value(&world_timeout_s)->default_value(world_timeout_s),
        "seconds to wait for the other servers (joining, each exchange) before failing")
       ("metrics", po::value(&metrics_path), "write per-iteration metrics here (JSON lines)")
+      ("tensorboard", po::value(&tensorboard_dir),
+       "write TensorBoard event files here (tensorboard --logdir DIR): train/loss, eval/loss, "
+       "train/lr, train/grad_norm, train/samples_per_s, swap/host_link_bytes, "
+       "device/peak_bytes, swap/wait_s per iteration")
       ("trace", po::value(&trace_path), "write a Chrome trace of the iterations here")
       ("emulate-host-link", po::value(&link_text),
        "share one host link of this bandwidth among the devices, e.g. 200MB/s "
@@ -405,6 +410,14 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!metrics) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", metrics_path)));
     for (const std::string& line : history) metrics << line << "\n";
   }
+  std::unique_ptr<harmony::executor::EventWriter> tensorboard;
+  if (!tensorboard_dir.empty() && rank == 0) {
+    auto created = harmony::executor::EventWriter::Create(tensorboard_dir);
+    if (!created.ok()) return Fail(created.status());
+    tensorboard = *std::move(created);
+    std::cout << "TensorBoard: " << tensorboard->path()
+              << " (tensorboard --logdir " << tensorboard_dir << ")\n";
+  }
   harmony::executor::CheckpointPolicy policy;
   policy.dir = checkpoint_dir;
   policy.every_iterations = checkpoint_every;
@@ -534,6 +547,9 @@ int RunCommand(const std::vector<std::string>& args) {
                                      "copying it)\n",
                                      i + 1, m->checkpoint_path, m->checkpoint_copy_s);
       }
+    }
+    if (tensorboard != nullptr) {
+      if (absl::Status s = tensorboard->AddIteration(*m); !s.ok()) return Fail(s);
     }
     history.push_back(harmony::executor::MetricsJson(*m));
     if (metrics.is_open()) metrics << history.back() << "\n" << std::flush;

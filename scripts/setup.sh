@@ -26,6 +26,7 @@ PACKAGES=(
   libgloo-dev                   # Gloo's headers: LibTorch's c10d ProcessGroupGloo (executor/dist)
   python3-torch                 # PyTorch 1.13 (same LibTorch): scripts the test suite's models
   python3-torchvision           # torchvision 0.14: the suite's torchvision models
+  python3-protobuf              # reads TensorBoard event files back in tests/tensorboard_check.py
 )
 
 check_only=0

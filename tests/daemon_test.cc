@@ -147,6 +147,17 @@ TEST_F(DaemonTest, ATokenFileJobTrainsAsARunDoes) {
   }
   r = RunCommand(d->Ctl("status job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "(windows of 16 + 1 tokens, uint16)")) << r.output;
+  // Its TensorBoard event files, under the state dir, as TensorBoard reads them.
+  const size_t at = r.output.find("  tensorboard: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const size_t from = at + 15;
+  const std::string dir = r.output.substr(from, r.output.find(" (", from) - from);
+  EXPECT_TRUE(absl::StrContains(dir, "/tensorboard/job-1")) << dir;
+  auto check = RunCommand(absl::StrCat("/usr/bin/python3 tests/tensorboard_check.py ", dir,
+                                       " proto/tensorboard.proto"));
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  const nlohmann::json events = nlohmann::json::parse(check.output);
+  EXPECT_EQ(events["scalars"]["train/loss"].size(), 3u) << check.output;
   r = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
                                      " --data ", Tmp("tokens.bin"), " --seq-len 16 "
                                      "--iterations 3")));

@@ -89,6 +89,10 @@ void PrintJob(const proto::Job& j) {
                                 : std::string())
             << "\n";
   if (!j.output_path().empty()) std::cout << "  output: " << j.output_path() << "\n";
+  if (!j.tensorboard_dir().empty()) {
+    std::cout << "  tensorboard: " << j.tensorboard_dir() << " (tensorboard --logdir "
+              << j.tensorboard_dir() << ")\n";
+  }
   if (!j.checkpoint_path().empty()) {
     std::cout << "  checkpoint: " << j.checkpoint_path() << " (iteration "
               << j.checkpoint_iteration() << ")\n";

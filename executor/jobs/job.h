@@ -63,6 +63,9 @@ struct JobSpec {
   // the tokens per sample (common/token_file.h).
   std::string token_dtype;
   int64_t seq_len = 0;
+  // TensorBoard event files go here; empty: the state dir's
+  // tensorboard/<job id>.
+  std::string tensorboard_dir;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
   // Schedules, clipping, weight-decay groups (resolved for `iterations`).
@@ -136,6 +139,7 @@ struct JobRecord {
   std::string data_path;
   std::string token_dtype;  // A token file's, as JobSpec.
   int64_t seq_len = 0;
+  std::string tensorboard_dir;  // Where its event files are (resolved).
   std::string output_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;

@@ -351,6 +351,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.data_path = spec.data_path;
   record.token_dtype = spec.token_dtype;
   record.seq_len = spec.seq_len;
+  record.tensorboard_dir = spec.tensorboard_dir;
   record.output_path = spec.output_path;
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;
@@ -387,6 +388,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
     }
     id = absl::StrCat("job-", impl_->next_id++);
     record.id = id;
+    if (record.tensorboard_dir.empty()) record.tensorboard_dir = impl_->store->TensorBoardDir(id);
     auto job = std::make_unique<Impl::Job>();
     job->record = std::move(record);
     job->plan = spec.plan;

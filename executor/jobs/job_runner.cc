@@ -20,6 +20,7 @@
 #include "executor/runtime/checkpoint.h"
 #include "executor/runtime/metrics.h"
 #include "executor/runtime/runtime.h"
+#include "executor/runtime/tensorboard.h"
 
 namespace harmony::executor {
 
@@ -166,6 +167,18 @@ void JobManager::Impl::Run(Job* job) {
         Log(*job, absl::StrCat("validation: ", DescribeEvaluation(shown)), /*daemon_too=*/false);
       }
     }
+    // TensorBoard's event files (rank 0's of a world); a new file per start.
+    std::unique_ptr<EventWriter> tensorboard;
+    if (status.ok() && spec.world.rank == 0 && !spec.tensorboard_dir.empty()) {
+      absl::StatusOr<std::unique_ptr<EventWriter>> w = EventWriter::Create(spec.tensorboard_dir);
+      if (w.ok()) {
+        tensorboard = *std::move(w);
+        absl::MutexLock lock(&mu);
+        Log(*job, absl::StrCat("TensorBoard: ", tensorboard->path()), /*daemon_too=*/false);
+      } else {
+        status = w.status();
+      }
+    }
     // Checkpoints are written in the background (training stalls only while
     // the state is copied); the record names one once it is on disk.
     int64_t writing_iteration = 0;
@@ -258,6 +271,10 @@ void JobManager::Impl::Run(Job* job) {
                                   i + 1, eval->loss, eval->minibatches, eval->samples,
                                   eval->seconds),
             /*daemon_too=*/false);
+      }
+      if (tensorboard != nullptr) {
+        status = tensorboard->AddIteration(*m);
+        if (!status.ok()) break;
       }
       JobProgress p;
       p.eval_loss = eval_loss;

@@ -93,6 +93,7 @@ std::string JobRecordToJson(const JobRecord& r) {
          {"model_path", r.model_path},
          {"data_path", r.data_path},
          {"token_dtype", r.token_dtype},
+         {"tensorboard_dir", r.tensorboard_dir},
          {"seq_len", r.seq_len},
          {"output_path", r.output_path},
          {"iterations", r.iterations},
@@ -170,6 +171,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.model_path = j.at("model_path").get<std::string>();
     r.data_path = j.at("data_path").get<std::string>();
     r.token_dtype = j.value("token_dtype", std::string());
+    r.tensorboard_dir = j.value("tensorboard_dir", std::string());
     r.seq_len = j.value("seq_len", int64_t{0});
     r.output_path = j.at("output_path").get<std::string>();
     r.iterations = j.at("iterations").get<int64_t>();
@@ -319,6 +321,10 @@ absl::StatusOr<std::string> JobStore::SaveModel(const std::string& sha256,
 
 std::string JobStore::CheckpointDir(const std::string& id) const {
   return absl::StrCat(dir_, "/checkpoints/", id);
+}
+
+std::string JobStore::TensorBoardDir(const std::string& id) const {
+  return absl::StrCat(dir_, "/tensorboard/", id);
 }
 
 std::string JobStore::KeptModelPath(const std::string& id) const {

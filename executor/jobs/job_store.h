@@ -57,6 +57,8 @@ class JobStore {
 
   // The job's checkpoint directory.
   std::string CheckpointDir(const std::string& id) const;
+  // The job's TensorBoard event files, unless it was given a directory.
+  std::string TensorBoardDir(const std::string& id) const;
   // Where a trained model is kept when its output path fails.
   std::string KeptModelPath(const std::string& id) const;
 
