@@ -94,7 +94,8 @@ std::string Share(double part, double whole) {
 int RunCommand(const std::vector<std::string>& args) {
   std::string plan_path, model, data, devices_text, optimizer = "sgd", out, metrics_path,
       trace_path, link_text;
-  std::string checkpoint_dir, resume, store, flush_denormal, token_dtype, tensorboard_dir;
+  std::string checkpoint_dir, resume, store, flush_denormal, token_dtype, tensorboard_dir,
+      precision;
   int64_t seq_len = 0;
   int rank = 0, world_size = 1;
   double world_timeout_s = 120;
@@ -175,6 +176,10 @@ int RunCommand(const std::vector<std::string>& args) {
       ("flush-denormal", po::value(&flush_denormal),
        "on | off: denormal floats flushed to zero (FTZ/DAZ) on every thread that computes "
        "or updates (default: as the plan was profiled)")
+      ("precision", po::value(&precision)->default_value("fp32"),
+       "fp32 | bf16 (experimental): bf16 weights over the link, compute under CPU autocast to "
+       "bf16, bf16 gradients summed into fp32 masters on the host; the plan's byte counts "
+       "stay fp32's")
       ("threads-per-device", po::value(&threads)->default_value(0),
        "LibTorch intra-op threads each device computes on (0: the host's "
        "hardware threads divided among the plan's devices); a PyTorch loop "
@@ -239,6 +244,11 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   options.seed = seed;
   options.shuffle = vm.count("shuffle") > 0;
+  if (precision != "fp32" && precision != "bf16") {
+    std::cerr << "harmony-exec: --precision \"" << precision << "\": expected fp32 or bf16\n";
+    return 2;
+  }
+  options.bf16 = precision == "bf16";
   options.check_device_memory = vm.count("ignore-memory-check") == 0;
   options.threads = threads;
   if (!flush_denormal.empty()) {
@@ -338,7 +348,8 @@ int RunCommand(const std::vector<std::string>& args) {
             << config.minibatch() << ", microbatch " << config.forward_microbatch() << "/"
             << config.backward_microbatch() << ", " << optimizer << emulated << ", "
             << device_threads << " intra-op thread(s) per device, denormals "
-            << (flush ? "flushed to zero" : "computed") << "\n";
+            << (flush ? "flushed to zero" : "computed")
+            << (options.bf16 ? ", bf16 weights and autocast (experimental)" : "") << "\n";
   {
     TrainingRecipe shown = options.recipe;
     shown.clip_mode = (*runtime)->clip_mode();

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include <c10/core/GradMode.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/autocast.h"
 #include "common/denormals.h"
 #include "common/intra_op_threads.h"
 #include "common/status.h"
@@ -100,7 +102,12 @@ absl::StatusOr<std::shared_ptr<Evaluator::PackWeights>> Evaluator::LoadPack(int 
   HARMONY_RETURN_IF_ERROR(CallTorch(label, [&] {
     for (int k = range.begin; k < range.end; ++k) {
       const double start = link_->Now();
-      std::vector<at::Tensor> ps = devices_[d]->ToDeviceMany(host_->params(k), label);
+      std::vector<at::Tensor> source = host_->params(k);
+      if (setup_.bf16) {
+        auto on_host = PlaceOnHost();
+        for (at::Tensor& t : source) t = t.to(at::kBFloat16);
+      }
+      std::vector<at::Tensor> ps = devices_[d]->ToDeviceMany(source, label);
       std::vector<at::Tensor> bs = devices_[d]->ToDeviceMany(host_->buffers(k), label);
       uint64_t bytes = 0;
       for (const at::Tensor& t : ps) bytes += t.nbytes();
@@ -187,6 +194,7 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
             }
             in.push_back(it->second);
           }
+          common::Autocast autocast(setup_.bf16);
           absl::StatusOr<std::vector<c10::IValue>> outs = [&] {
             if (!v.uses_rng) return dec.Run(k, w->params[k - range.begin],
                                             w->buffers[k - range.begin], in);
@@ -233,10 +241,12 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
               counters.data_in += rows.nbytes();
             }
           }
+          std::optional<common::Autocast> autocast(std::in_place, setup_.bf16);
           HARMONY_ASSIGN_OR_RETURN(
               at::Tensor loss, common::LossFromOutput(out->second.toTensor(), targets,
                                                       takes_targets, setup_.loss_kind));
           at::Tensor scaled = loss * (static_cast<double>(mb.size) / setup_.minibatch);
+          autocast.reset();
           losses[mb.index] = scaled.item<double>();
           return absl::OkStatus();
         }));

@@ -55,6 +55,7 @@ struct EvalSetup {
   int threads_per_device = 1;
   bool flush_denormal = false;
   uint64_t seed = 0;  // Random draws in eval mode (rare), per vLayer and microbatch.
+  bool bf16 = false;  // RuntimeOptions::bf16: bf16 weights, autocast.
 };
 
 // FailedPrecondition naming the first vLayer whose parameters, buffers,

@@ -279,6 +279,7 @@ absl::Status Runtime::Impl::SetEvalLoader(MinibatchLoader loader) {
     setup.threads_per_device = m.threads_per_device;
     setup.flush_denormal = m.flush_denormal;
     setup.seed = m.options.seed;
+    setup.bf16 = m.options.bf16;
     std::vector<Device*> devices;
     for (const auto& d : m.devices) devices.push_back(d.get());
     m.evaluator = std::make_unique<Evaluator>(std::move(setup), std::move(devices), m.host.get(),

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/autocast.h"
 #include "common/denormals.h"
 #include "common/intra_op_threads.h"
 #include "common/status.h"
@@ -52,6 +54,7 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
                                                    const std::vector<c10::IValue>& in,
                                                    int offset) {
   const std::vector<at::Tensor>& params = w.params[k - w.range.begin];
+  common::Autocast autocast(options.bf16);
   if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
   std::lock_guard<std::mutex> lock(rng_mu);
   at::Generator gen = devices[d]->generator();
@@ -198,12 +201,16 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
             targets.push_back(target->toTensor());
           }
         }
+        // The loss under the same autocast as the vLayers (cross-entropy in
+        // fp32 on bf16 logits).
+        std::optional<common::Autocast> autocast(std::in_place, options.bf16);
         HARMONY_ASSIGN_OR_RETURN(
             at::Tensor loss,
             common::LossFromOutput(out.toTensor(), targets, takes_targets(), loss_kind));
         HARMONY_ASSIGN_OR_RETURN(at::Tensor scaled, CallTorch("loss", [&] {
           return loss * (static_cast<double>(mb.size) / minibatch);
         }));
+        autocast.reset();
         const double value = scaled.item<double>();
         if (!std::isfinite(value)) {
           return absl::InvalidArgumentError(absl::StrCat(

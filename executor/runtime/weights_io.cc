@@ -65,8 +65,13 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
       // One vLayer at a time on the link, so a microbatch's inputs
       // waiting for it are not held behind a whole pack's weights.
       const double copy_start = Now();
-      ps = devices[d]->ToDeviceMany(from_peer ? peer_params[k - range.begin] : host->params(k),
-                                    label);
+      std::vector<at::Tensor> source = from_peer ? peer_params[k - range.begin] : host->params(k);
+      if (options.bf16 && !from_peer) {
+        // Converted on the host: half the bytes cross the link.
+        auto on_host = PlaceOnHost();
+        for (at::Tensor& t : source) t = t.to(at::kBFloat16);
+      }
+      ps = devices[d]->ToDeviceMany(source, label);
       bs = devices[d]->ToDeviceMany(buffers, label);
       uint64_t param_bytes = 0, buffer_bytes = 0;
       for (at::Tensor& t : ps) {

@@ -283,6 +283,38 @@ TEST(RecipeTest, ResumedInTheWarmUpContinuesTheSchedule) {
       << other.output;
 }
 
+// Experimental bf16 (--precision bf16): bf16 weights, CPU autocast, bf16
+// gradients into fp32 masters, bit for bit with the loop doing the same
+// (reference_train.py --precision bf16), clipping and evaluation included;
+// and not the fp32 run's.
+TEST(RecipeTest, Bf16OnOneDeviceEqualsTheAutocastLoopBitForBit) {
+  const std::string plan = Plan("bf16", "--gpus 1 --device-memory 64MiB");
+  const Trained run = Train(plan, "bf16", "--iterations 6 --devices cpu:1x64MiB --precision bf16");
+  const std::string out = Tmp("reference_bf16.pt");
+  auto ran = RunCommand(absl::StrCat(
+      "/usr/bin/python3 tests/suite/reference_train.py ", kModel, " ", kData, " ", out,
+      " --minibatch 8 --microbatch 2 --iterations ", kIterations, " --threads 2 --precision bf16",
+      kRecipe));
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  const Reference ref = ReadReference(out);
+  ExpectSameIterations(run, ref, "bf16, one device");
+  ExpectWeights(run, ref, 0, "bf16, one device");
+  EXPECT_NE(run.metrics[5]["loss"].get<double>(), ReferenceRun(2).losses[5]);
+  // In vPP on two devices, against the loop on one intra-op thread.
+  const std::string vpp = Plan("bf16_vpp", "--gpus 2 --device-memory 400KiB --mode vpp");
+  const Trained pipelined =
+      Train(vpp, "bf16_vpp", "--iterations 6 --devices cpu:2x400KiB --precision bf16");
+  const std::string out1 = Tmp("reference_bf16_1.pt");
+  ran = RunCommand(absl::StrCat(
+      "/usr/bin/python3 tests/suite/reference_train.py ", kModel, " ", kData, " ", out1,
+      " --minibatch 8 --microbatch 2 --iterations ", kIterations, " --threads 1 --precision bf16",
+      kRecipe));
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  const Reference ref1 = ReadReference(out1);
+  ExpectSameIterations(pipelined, ref1, "bf16, vPP");
+  ExpectWeights(pipelined, ref1, 0, "bf16, vPP");
+}
+
 // BatchNorm in eval mode normalizes by its running statistics: the
 // evaluation runs the model's eval-mode graph, not the training one.
 TEST(RecipeTest, EvaluationRunsTheModelInEvalMode) {

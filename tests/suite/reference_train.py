@@ -26,6 +26,12 @@ clip_grad_norm_(model.parameters(), MAX) before each step, and two
 parameter groups (weight decay, none) picked by the rule of
 executor/runtime/recipe.h.
 
+--precision bf16 (RuntimeOptions::bf16): the optimizer keeps fp32 masters;
+each iteration the module's parameters become their bf16 copies, every
+microbatch runs under torch.autocast("cpu", dtype=torch.bfloat16), the bf16
+gradients (accumulated over the microbatches) become the masters' fp32
+gradients, and clipping and the step act on the masters.
+
 Validation (executor/runtime/evaluation.h) after every K iterations and
 after the last: model.eval(), torch.no_grad(), minibatches b < M of the
 evaluation data (rows b * D + j; M = 0: every whole minibatch), each split
@@ -158,8 +164,12 @@ def load_data(path, arguments):
     return inputs, targets
 
 
-def evaluate(model, a, inputs, targets, took_targets):
+def evaluate(model, a, inputs, targets, took_targets, masters=None):
     """The validation loss, as executor/runtime/evaluation.h computes it."""
+    bf16 = a.precision == "bf16"
+    if bf16:
+        for n, t in model.named_parameters():
+            t.data = masters[n].detach().to(torch.bfloat16)
     model.eval()
     n = inputs[0].size(0)
     count = a.eval_iterations or max(1, n // a.minibatch)
@@ -173,9 +183,11 @@ def evaluate(model, a, inputs, targets, took_targets):
                 size = min(u, a.minibatch - offset)
                 xs = [t.index_select(0, rows).narrow(0, offset, size) for t in inputs]
                 ys = [t.index_select(0, rows).narrow(0, offset, size) for t in targets]
-                out = model(*(xs + ys if took_targets else xs))
-                loss = loss_of(pick(out, a.loss_output), ys, took_targets, a.loss)
-                batch += (loss * (size / a.minibatch)).item()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    out = model(*(xs + ys if took_targets else xs))
+                    loss = loss_of(pick(out, a.loss_output), ys, took_targets, a.loss)
+                    scaled = loss * (size / a.minibatch)
+                batch += scaled.item()
             total += batch
     model.train()
     return total / count
@@ -190,10 +202,13 @@ def train(a):
     inputs, targets = load_data(a.data, arguments)
     took_targets = len(arguments) == len(inputs) + len(targets) and len(targets) > 0
 
-    params = [t for _, t in model.named_parameters()]
+    bf16 = a.precision == "bf16"
+    named = list(model.named_parameters())
+    # The tensors the optimizer steps: the module's own, or fp32 masters.
+    masters = {n: (t.detach().clone() if bf16 else t) for n, t in named}
     exempt = no_decay_names(model, a)
-    groups = [{"params": [t for n, t in model.named_parameters() if n not in exempt]},
-              {"params": [t for n, t in model.named_parameters() if n in exempt],
+    groups = [{"params": [masters[n] for n, t in named if n not in exempt]},
+              {"params": [masters[n] for n, t in named if n in exempt],
                "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     if a.optimizer == "sgd":
@@ -217,29 +232,39 @@ def train(a):
         for it in range(a.iterations):
             rows = torch.tensor([(it * a.minibatch + j) % n for j in range(a.minibatch)])
             opt.zero_grad(set_to_none=True)
+            if bf16:
+                for name, t in named:
+                    t.data = masters[name].detach().to(torch.bfloat16)
+                    t.grad = None
             total = 0.0
             for offset in range(0, a.minibatch, a.microbatch):
                 size = min(a.microbatch, a.minibatch - offset)
                 xs = [t.index_select(0, rows).narrow(0, offset, size) for t in inputs]
                 ys = [t.index_select(0, rows).narrow(0, offset, size) for t in targets]
-                out = model(*(xs + ys if took_targets else xs))
-                loss = loss_of(pick(out, a.loss_output), ys, took_targets, a.loss)
-                scaled = loss * (size / a.minibatch)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    out = model(*(xs + ys if took_targets else xs))
+                    loss = loss_of(pick(out, a.loss_output), ys, took_targets, a.loss)
+                    scaled = loss * (size / a.minibatch)
                 total += scaled.item()
                 scaled.backward()
+            if bf16:
+                for name, t in named:
+                    masters[name].grad = (t.grad.float() if t.grad is not None
+                                          else torch.zeros_like(masters[name]))
             losses.append(total)
             if a.clip_grad_norm > 0:
-                norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                                  a.clip_grad_norm)))
+                norms.append(float(torch.nn.utils.clip_grad_norm_(
+                    [masters[name] for name, _ in named], a.clip_grad_norm)))
             lrs.append(opt.param_groups[0]["lr"])
             opt.step()
             sched.step()
             if it == 0:
-                first_step = {k: v.detach().clone() for k, v in model.named_parameters()}
+                first_step = {k: masters[k].detach().clone() for k, _ in named}
             done = it + 1
             if a.eval_data and (done == a.iterations or
                                 (a.eval_every and done % a.eval_every == 0)):
-                eval_losses.append(evaluate(model, a, eval_inputs, eval_targets, took_targets))
+                eval_losses.append(evaluate(model, a, eval_inputs, eval_targets, took_targets,
+                                            masters))
                 eval_after.append(done)
     torch.save({"losses": torch.tensor(losses, dtype=torch.float64),
                 "grad_norms": torch.tensor(norms, dtype=torch.float64),
@@ -247,7 +272,7 @@ def train(a):
                 "eval_losses": torch.tensor(eval_losses, dtype=torch.float64),
                 "eval_after": torch.tensor(eval_after, dtype=torch.int64),
                 "first_step": first_step,
-                "weights": {k: v.detach() for k, v in model.named_parameters()},
+                "weights": {k: masters[k].detach() for k, _ in named},
                 "buffers": {k: v.detach() for k, v in model.named_buffers()}}, a.out)
 
 
@@ -269,6 +294,7 @@ def main():
     p.add_argument("--clip-grad-norm", type=float, default=0.0)
     p.add_argument("--no-decay", default="")
     p.add_argument("--no-decay-embeddings", action="store_true")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--eval-data", default="")
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--eval-iterations", type=int, default=0)
