@@ -40,7 +40,7 @@ void AddRecipeFlags(po::options_description& flags, RecipeFlags* v) {
        "K: evaluate after every K iterations too (default 0: only at the end)")
       ("eval-iterations", po::value(&v->eval_iterations),
        "M: minibatches of the validation data per evaluation, the same first M each time "
-       "(default 0: every whole minibatch it holds)");
+       "(default 0: every whole minibatch it holds; of a token file, at most 50)");
   // clang-format on
 }
 

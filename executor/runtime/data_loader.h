@@ -59,6 +59,7 @@ class MinibatchLoader {
   MinibatchLoader() = default;
 
   bool empty() const { return data_.inputs.empty() && tokens_ == nullptr; }
+  bool from_token_file() const { return tokens_ != nullptr; }
   int64_t samples() const { return tokens_ != nullptr ? tokens_->windows() : data_.size(); }
   // Whether forward takes the targets as arguments (decided by the data's
   // tensors against forward's arguments).

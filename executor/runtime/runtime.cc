@@ -298,9 +298,10 @@ absl::StatusOr<EvalMetrics> Runtime::Evaluate(int64_t minibatches) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--eval-iterations must be >= 0; got ", minibatches));
   }
-  if (minibatches == 0) {  // Every whole minibatch of the data.
+  if (minibatches == 0) {  // Every whole minibatch of the data; of a token file, 50 at most.
     const int64_t global = static_cast<int64_t>(m.minibatch) * m.options.world.size;
     minibatches = std::max<int64_t>(1, m.eval_data.samples() / global);
+    if (m.eval_data.from_token_file()) minibatches = std::min<int64_t>(minibatches, 50);
   }
   common::ApplyFlushDenormal(m.flush_denormal);
   return m.evaluator->Run(m.eval_data, minibatches, m.options.world, m.options.cancelled);

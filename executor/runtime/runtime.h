@@ -150,7 +150,8 @@ class Runtime {
   absl::Status SetEvalData(common::TrainingData data);
   absl::Status SetEvalTokenData(std::shared_ptr<const common::TokenFile> tokens);
   // The mean loss over the first `minibatches` minibatches of the
-  // evaluation data (0: every whole minibatch it holds, at least 1),
+  // evaluation data (0: every whole minibatch it holds, at least 1; of a
+  // token file, at most 50),
   // forward-only in eval mode through the plan's packs.
   // Call between iterations; every rank of a world calls it at once.
   absl::StatusOr<EvalMetrics> Evaluate(int64_t minibatches);
