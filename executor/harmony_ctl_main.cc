@@ -215,7 +215,7 @@ std::string AbsolutePath(const std::string& path) {
 int Submit(const std::vector<std::string>& args) {
   Common common;
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
-      resume, world_list, flush_denormal, token_dtype, tensorboard_dir;
+      resume, world_list, flush_denormal, token_dtype, tensorboard_dir, precision = "fp32";
   int64_t seq_len = 0;
   double world_timeout = 60;
   bool shard = false;
@@ -239,6 +239,9 @@ int Submit(const std::vector<std::string>& args) {
        "cut into windows of --seq-len + 1 tokens")
       ("token-dtype", po::value(&token_dtype), "uint16 | uint32: a .bin token file's ids")
       ("seq-len", po::value(&seq_len), "T: tokens per sample of a token file")
+      ("precision", po::value(&precision),
+       "fp32 | bf16 (experimental): bf16 weights over the link, compute under CPU autocast, "
+       "bf16 gradients into fp32 masters (default fp32)")
       ("tensorboard", po::value(&tensorboard_dir),
        "write the job's TensorBoard event files here (on the daemon's machine; default: "
        "its state dir's tensorboard/<job id>; harmony-ctl status says where)")
@@ -310,6 +313,7 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("flush_denormal", &flush_denormal);
     config->Get("token_dtype", &token_dtype);
     config->Get("seq_len", &seq_len);
+    config->Get("precision", &precision);
     config->GetPath("tensorboard", &tensorboard_dir);
     config->GetPath("out", &out);
     config->Get("checkpoint_interval", &checkpoint_interval);
@@ -352,6 +356,11 @@ int Submit(const std::vector<std::string>& args) {
   request.set_data_path(AbsolutePath(data));
   request.set_token_dtype(token_dtype);
   request.set_seq_len(seq_len);
+  if (precision != "fp32" && precision != "bf16") {
+    std::cerr << "harmony-ctl: --precision \"" << precision << "\": expected fp32 or bf16\n";
+    return 2;
+  }
+  request.set_bf16(precision == "bf16");
   if (!tensorboard_dir.empty()) request.set_tensorboard_dir(AbsolutePath(tensorboard_dir));
   request.set_iterations(static_cast<uint32_t>(iterations));
   auto* o = request.mutable_optimizer();

@@ -147,6 +147,25 @@ TEST_F(DaemonTest, ATokenFileJobTrainsAsARunDoes) {
   }
   r = RunCommand(d->Ctl("status job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "(windows of 16 + 1 tokens, uint16)")) << r.output;
+  // Experimental bf16: the job equals the run, bit for bit.
+  auto bf16 = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
+                                             data, " --iterations 2 --precision bf16 --wait "
+                                             "--out ", Tmp("daemon_bf16.pt"))));
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  bf16 = RunCommand(absl::StrCat(kExec, " run ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"), data,
+                                 " --iterations 2 --precision bf16 --devices cpu:2x1MiB --out ",
+                                 Tmp("run_bf16.pt")));
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  {
+    torch::jit::Module x = torch::jit::load(Tmp("daemon_bf16.pt"));
+    torch::jit::Module y = torch::jit::load(Tmp("run_bf16.pt"));
+    auto py = y.named_parameters().begin();
+    for (const auto& p : x.named_parameters()) {
+      EXPECT_TRUE(torch::equal(p.value, (*py).value)) << "bf16: " << p.name;
+      ++py;
+    }
+  }
+  EXPECT_TRUE(absl::StrContains(RunCommand(d->Ctl("status job-2")).output, "bf16 (experimental)"));
   // Its TensorBoard event files, under the state dir, as TensorBoard reads them.
   const size_t at = r.output.find("  tensorboard: ");
   ASSERT_NE(at, std::string::npos) << r.output;

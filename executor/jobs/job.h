@@ -66,6 +66,7 @@ struct JobSpec {
   // TensorBoard event files go here; empty: the state dir's
   // tensorboard/<job id>.
   std::string tensorboard_dir;
+  bool bf16 = false;  // RuntimeOptions::bf16 (experimental).
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
   // Schedules, clipping, weight-decay groups (resolved for `iterations`).
@@ -140,6 +141,7 @@ struct JobRecord {
   std::string token_dtype;  // A token file's, as JobSpec.
   int64_t seq_len = 0;
   std::string tensorboard_dir;  // Where its event files are (resolved).
+  bool bf16 = false;            // As JobSpec.
   std::string output_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;

@@ -352,6 +352,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.token_dtype = spec.token_dtype;
   record.seq_len = spec.seq_len;
   record.tensorboard_dir = spec.tensorboard_dir;
+  record.bf16 = spec.bf16;
   record.output_path = spec.output_path;
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;

@@ -73,6 +73,7 @@ void JobManager::Impl::Run(Job* job) {
     ro.seed = spec.seed;
     ro.flush_denormal = spec.flush_denormal;
     ro.recipe = spec.recipe;
+    ro.bf16 = spec.bf16;
     ro.shuffle = spec.seed != 0;
     {
       absl::MutexLock lock(&mu);

@@ -108,6 +108,7 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_data_path(r.data_path);
   out->set_token_dtype(r.token_dtype);
   out->set_tensorboard_dir(r.tensorboard_dir);
+  out->set_bf16(r.bf16);
   out->set_seq_len(r.seq_len);
   out->set_output_path(r.output_path);
   out->set_iterations(static_cast<uint32_t>(r.iterations));
@@ -190,6 +191,7 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   spec.data_path = r.data_path();
   spec.token_dtype = r.token_dtype();
   spec.tensorboard_dir = r.tensorboard_dir();
+  spec.bf16 = r.bf16();
   spec.seq_len = r.seq_len();
   spec.iterations = r.iterations();
   const proto::OptimizerSettings& o = r.optimizer();
