@@ -158,9 +158,12 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
     return got;
   };
   const int packs = static_cast<int>(setup_.packs.size());
-  std::future<absl::StatusOr<std::shared_ptr<PackWeights>>> next = post(0);
+  std::future<absl::StatusOr<std::shared_ptr<PackWeights>>> next;
   for (int p = 0; p < packs; ++p) {
     const plan::PackRange range = setup_.packs[p];
+    // Not prefetched (a single-buffered plan): now, the previous pack's
+    // weights freed.
+    if (!next.valid()) next = post(p);
     absl::StatusOr<std::shared_ptr<PackWeights>> loaded = next.get();
     if (!loaded.ok()) return loaded.status();
     std::shared_ptr<PackWeights> w = *std::move(loaded);

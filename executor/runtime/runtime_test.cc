@@ -221,6 +221,19 @@ TEST(RuntimeTest, SingleBufferedPlansTrainTheSame) {
                 plan.estimates().device_peak_bytes(static_cast<int>(d)))
           << "device " << d;
     }
+    // The evaluation swaps each pack in when it starts too, and gives the
+    // loss the prefetching plan's evaluation gives after the same training.
+    ASSERT_TRUE(run.runtime->SetEvalData(m.data).ok());
+    absl::StatusOr<EvalMetrics> single = run.runtime->Evaluate(2);
+    ASSERT_TRUE(single.ok()) << single.status();
+    Config prefetching = MakeConfig(m, mode, 2, 1, 1, 2, 2);
+    TrainingRun other =
+        RunPlan(m, MakePlan(m, prefetching), Options(2, 1ull << 30, Optimizer("sgd")));
+    ASSERT_TRUE(other.runtime->SetEvalData(m.data).ok());
+    absl::StatusOr<EvalMetrics> prefetched = other.runtime->Evaluate(2);
+    ASSERT_TRUE(prefetched.ok()) << prefetched.status();
+    EXPECT_EQ(single->loss, prefetched->loss);
+    EXPECT_GT(single->weights_in, 0u);
   }
 }
 
