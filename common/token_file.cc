@@ -14,19 +14,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/host_memory.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
 
 namespace harmony::common {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser.
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 int Width(TokenType t) {
   switch (t) {
@@ -170,7 +164,7 @@ TokenFile::~TokenFile() {
 int64_t TokenFile::Start(int64_t index, bool random, uint64_t seed) const {
   if (!random) return (index % windows()) * seq_len_;
   const uint64_t span = static_cast<uint64_t>(tokens_ - seq_len_);  // Starts in [0, span).
-  return static_cast<int64_t>(Mix(seed ^ Mix(static_cast<uint64_t>(index))) % span);
+  return static_cast<int64_t>(SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(index))) % span);
 }
 
 absl::StatusOr<at::Tensor> TokenFile::Window(int64_t start, int64_t vocab) const {

@@ -25,6 +25,7 @@
 #include "common/json_config.h"
 #include "common/plan_file.h"
 #include "common/tensor_file.h"
+#include "common/host_memory.h"
 #include "common/status.h"
 #include "common/units.h"
 #include "executor/dist/collective.h"
@@ -68,21 +69,6 @@ int Fail(const absl::Status& status) {
 namespace {
 
 using harmony::common::FormatBytes;
-
-// The process's peak resident memory (VmHWM), in bytes; 0 when unknown.
-uint64_t PeakResidentBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  while (in >> key) {
-    if (key == "VmHWM:") {
-      uint64_t kib = 0;
-      in >> kib;
-      return kib * 1024;
-    }
-    std::getline(in, key);
-  }
-  return 0;
-}
 
 // "12%" of `part`, or "-".
 std::string Share(double part, double whole) {
@@ -602,7 +588,7 @@ int RunCommand(const std::vector<std::string>& args) {
     return 130;
   }
   std::cout << absl::StrFormat("trained %d iterations in %.2f s\n", iterations - start, seconds);
-  std::cout << "peak resident memory: " << FormatBytes(PeakResidentBytes()) << " (host store "
+  std::cout << "peak resident memory: " << FormatBytes(harmony::common::PeakResidentBytes()) << " (host store "
             << FormatBytes((*runtime)->host_store_bytes()) << ")\n";
   if (clip_iterations > 0) {
     std::cout << absl::StrFormat(

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/files.h"
+#include "common/host_memory.h"
 #include "common/plan_file.h"
 #include "common/status.h"
 #include "common/tensor_file.h"
@@ -38,17 +39,6 @@ namespace harmony::executor {
 namespace {
 
 using common::FormatBytes;
-
-// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
-uint64_t AvailableHostMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
 
 absl::Status CheckReadable(const std::string& what, const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat("no ", what, " path given"));
@@ -146,7 +136,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   impl->options = options;
   HARMONY_ASSIGN_OR_RETURN(JobStore store, JobStore::Open(options.state_dir));
   impl->store.emplace(std::move(store));
-  impl->host_total = options.host_memory > 0 ? options.host_memory : AvailableHostMemory();
+  impl->host_total = options.host_memory > 0 ? options.host_memory : common::AvailableHostMemory();
   if (impl->host_total == 0) {
     return absl::FailedPreconditionError(
         "cannot tell how much host memory there is (no MemAvailable in /proc/meminfo); give "

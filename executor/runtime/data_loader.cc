@@ -8,18 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/loss.h"
+#include "common/host_memory.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 
 namespace harmony::executor {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser.
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 absl::Status CheckTensors(const std::vector<at::Tensor>& got,
                           const google::protobuf::RepeatedPtrField<proto::TensorMeta>& want,
@@ -119,7 +113,7 @@ Minibatch MinibatchLoader::TakeRows(int64_t index, int size, int rank, int world
     const int64_t epoch = at / n;
     if (shuffle && (order_.empty() || epoch != epoch_)) {
       at::Generator gen =
-          at::detail::createCPUGenerator(Mix(seed ^ static_cast<uint64_t>(epoch + 1)));
+          at::detail::createCPUGenerator(common::SplitMix64(seed ^ static_cast<uint64_t>(epoch + 1)));
       at::Tensor perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
       order_.assign(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n);
       epoch_ = epoch;

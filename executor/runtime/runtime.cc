@@ -20,6 +20,7 @@
 #include "common/denormals.h"
 #include "common/decomposer.h"
 #include "common/files.h"
+#include "common/host_memory.h"
 #include "common/intra_op_threads.h"
 #include "common/loss.h"
 #include "common/status.h"
@@ -51,25 +52,7 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser.
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
-
-// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
-uint64_t AvailableHostMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
 
 // The rows of the model's first embedding table (nn.Embedding, in module
 // order): the token ids it takes; 0 when it has none.
@@ -138,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   // Host memory: the plan's estimate of the store and stashes, checked
   // before anything is allocated.
   uint64_t host_limit = options.host_memory_limit;
-  if (host_limit == 0) host_limit = AvailableHostMemory();
+  if (host_limit == 0) host_limit = common::AvailableHostMemory();
   if (host_limit > 0 && plan.estimates().host_memory_bytes() > host_limit) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the plan needs ", common::FormatBytes(plan.estimates().host_memory_bytes()),
@@ -502,7 +485,7 @@ absl::Status LoadData(Runtime& runtime, const DataSource& source, bool eval) {
 }
 
 uint64_t DropoutSeed(uint64_t seed, int64_t iteration, int microbatch_offset, int vlayer) {
-  return Mix(Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(iteration)) ^
+  return common::SplitMix64(common::SplitMix64(common::SplitMix64(common::SplitMix64(seed) ^ static_cast<uint64_t>(iteration)) ^
                  static_cast<uint64_t>(microbatch_offset)) ^
              static_cast<uint64_t>(vlayer));
 }
