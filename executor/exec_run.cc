@@ -162,10 +162,9 @@ int RunCommand(const std::vector<std::string>& args) {
       ("flush-denormal", po::value(&flush_denormal),
        "on | off: denormal floats flushed to zero (FTZ/DAZ) on every thread that computes "
        "or updates (default: as the plan was profiled)")
-      ("precision", po::value(&precision)->default_value("fp32"),
-       "fp32 | bf16 (experimental): bf16 weights over the link, compute under CPU autocast to "
-       "bf16, bf16 gradients summed into fp32 masters on the host; the plan's byte counts "
-       "stay fp32's")
+      ("precision", po::value(&precision),
+       "fp32 | bf16: the plan's precision (harmony-plan --precision), checked: a plan "
+       "made for the other is refused (default: the plan's)")
       ("threads-per-device", po::value(&threads)->default_value(0),
        "LibTorch intra-op threads each device computes on (0: the host's "
        "hardware threads divided among the plan's devices); a PyTorch loop "
@@ -230,11 +229,13 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   options.seed = seed;
   options.shuffle = vm.count("shuffle") > 0;
-  if (precision != "fp32" && precision != "bf16") {
-    std::cerr << "harmony-exec: --precision \"" << precision << "\": expected fp32 or bf16\n";
-    return 2;
+  if (!precision.empty()) {
+    if (precision != "fp32" && precision != "bf16") {
+      std::cerr << "harmony-exec: --precision \"" << precision << "\": expected fp32 or bf16\n";
+      return 2;
+    }
+    options.bf16 = precision == "bf16";
   }
-  options.bf16 = precision == "bf16";
   options.check_device_memory = vm.count("ignore-memory-check") == 0;
   options.threads = threads;
   if (!flush_denormal.empty()) {
@@ -335,7 +336,10 @@ int RunCommand(const std::vector<std::string>& args) {
             << config.backward_microbatch() << ", " << optimizer << emulated << ", "
             << device_threads << " intra-op thread(s) per device, denormals "
             << (flush ? "flushed to zero" : "computed")
-            << (options.bf16 ? ", bf16 weights and autocast (experimental)" : "") << "\n";
+            << (config.precision() == harmony::proto::BF16
+                    ? ", bf16 (bf16 weights and gradients, autocast; fp32 masters)"
+                    : ", fp32")
+            << "\n";
   {
     TrainingRecipe shown = options.recipe;
     shown.clip_mode = (*runtime)->clip_mode();

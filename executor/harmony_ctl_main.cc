@@ -215,7 +215,7 @@ std::string AbsolutePath(const std::string& path) {
 int Submit(const std::vector<std::string>& args) {
   Common common;
   std::string plan_path, model, data, optimizer = "sgd", out, submission_id, name, config_path,
-      resume, world_list, flush_denormal, token_dtype, tensorboard_dir, precision = "fp32";
+      resume, world_list, flush_denormal, token_dtype, tensorboard_dir, precision;
   int64_t seq_len = 0;
   double world_timeout = 60;
   bool shard = false;
@@ -240,8 +240,8 @@ int Submit(const std::vector<std::string>& args) {
       ("token-dtype", po::value(&token_dtype), "uint16 | uint32: a .bin token file's ids")
       ("seq-len", po::value(&seq_len), "T: tokens per sample of a token file")
       ("precision", po::value(&precision),
-       "fp32 | bf16 (experimental): bf16 weights over the link, compute under CPU autocast, "
-       "bf16 gradients into fp32 masters (default fp32)")
+       "fp32 | bf16: the precision the plan must train in (harmony-plan --precision); "
+       "a plan made for the other is refused (default: the plan's)")
       ("tensorboard", po::value(&tensorboard_dir),
        "write the job's TensorBoard event files here (on the daemon's machine; default: "
        "its state dir's tensorboard/<job id>; harmony-ctl status says where)")
@@ -356,11 +356,13 @@ int Submit(const std::vector<std::string>& args) {
   request.set_data_path(AbsolutePath(data));
   request.set_token_dtype(token_dtype);
   request.set_seq_len(seq_len);
-  if (precision != "fp32" && precision != "bf16") {
-    std::cerr << "harmony-ctl: --precision \"" << precision << "\": expected fp32 or bf16\n";
-    return 2;
+  if (!precision.empty()) {
+    if (precision != "fp32" && precision != "bf16") {
+      std::cerr << "harmony-ctl: --precision \"" << precision << "\": expected fp32 or bf16\n";
+      return 2;
+    }
+    request.set_bf16(precision == "bf16");
   }
-  request.set_bf16(precision == "bf16");
   if (!tensorboard_dir.empty()) request.set_tensorboard_dir(AbsolutePath(tensorboard_dir));
   request.set_iterations(static_cast<uint32_t>(iterations));
   auto* o = request.mutable_optimizer();

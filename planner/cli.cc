@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/status.h"
 #include "common/units.h"
@@ -49,6 +50,13 @@ absl::StatusOr<double> ParseHostLinkLatency(const std::string& text) {
   absl::StatusOr<absl::Duration> latency = common::ParseDuration(text);
   if (!latency.ok()) return common::Annotate(latency.status(), "--host-link-latency");
   return absl::ToDoubleSeconds(*latency);
+}
+
+absl::StatusOr<bool> ParsePrecisionBf16(const std::string& text) {
+  if (text == "bf16") return true;
+  if (text == "fp32") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--precision \"", text, "\": expected fp32 or bf16"));
 }
 
 }  // namespace harmony::planner::cli

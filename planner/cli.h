@@ -35,6 +35,10 @@ absl::StatusOr<double> ParseHostLink(const std::string& text);
 // --host-link-latency in seconds; -1 (the profile's) when `text` is empty.
 absl::StatusOr<double> ParseHostLinkLatency(const std::string& text);
 
+// --precision: true for "bf16", false for "fp32"; InvalidArgument naming
+// the flag otherwise.
+absl::StatusOr<bool> ParsePrecisionBf16(const std::string& text);
+
 // What a model is made of and how fast it runs (profile_commands.cc).
 int ProfileCommand(const Args& args);
 int DecomposeCommand(const Args& args);

@@ -93,7 +93,7 @@ struct PlanFlags {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
       host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us",
-      flush_denormal = "on", token_dtype;
+      flush_denormal = "on", token_dtype, precision;
   int64_t seq_len = 0;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
@@ -179,6 +179,10 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "the plan, and harmony-exec computes so too (see the README's \"Denormal numbers\")")
       ("optimizer", po::value(&f->optimizer)->default_value(f->optimizer),
        "sgd | adam | adamw, when profiling")
+      ("precision", po::value(&f->precision),
+       "fp32 | bf16: what the plan trains in (default fp32; with --profile, the "
+       "profile's). bf16: bf16 weights and gradients on the devices and the host link, "
+       "compute under autocast, fp32 master weights and optimizer on the host")
       ("loss", po::value(&f->loss)->default_value(f->loss),
        "auto | cross-entropy | mse, when forward returns logits (when profiling)")
       ("loss-output", po::value(&f->loss_output),
@@ -238,6 +242,16 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   PlanProfile out;
   if (!f.profile_path.empty()) {
     HARMONY_ASSIGN_OR_RETURN(out.profile, ReadProfileFile(f.profile_path));
+    if (!f.precision.empty()) {
+      HARMONY_ASSIGN_OR_RETURN(const bool bf16, ParsePrecisionBf16(f.precision));
+      const bool profile_bf16 = out.profile.profile().precision() == proto::BF16;
+      if (bf16 != profile_bf16) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            f.profile_path, " was profiled in ", profile_bf16 ? "bf16" : "fp32",
+            ", not --precision ", f.precision, ": profile again with harmony-plan profile "
+            "--precision ", f.precision, ", or leave --precision out"));
+      }
+    }
     if (!f.model.empty() && !out.profile.model().sha256().empty()) {
       HARMONY_ASSIGN_OR_RETURN(std::string sha, common::Sha256OfFile(f.model));
       if (sha != out.profile.model().sha256()) {
@@ -257,6 +271,8 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   options.max_vlayer_weight_bytes = max_vlayer_weight_bytes;
   options.threads_per_device = f.threads_per_device;
   HARMONY_ASSIGN_OR_RETURN(options.flush_denormal, common::ParseFlushDenormal(f.flush_denormal));
+  HARMONY_ASSIGN_OR_RETURN(options.bf16,
+                           ParsePrecisionBf16(f.precision.empty() ? "fp32" : f.precision));
   options.optimizer = f.optimizer;
   HARMONY_ASSIGN_OR_RETURN(options.loss, common::ParseLossKind(f.loss));
   options.loss_output = f.loss_output;

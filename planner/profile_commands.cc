@@ -33,7 +33,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   std::string token_dtype;
   int64_t seq_len = 0;
   std::string model, sample_path, devices = "cpu:2x512MiB", out, loss = "auto",
-              flush_denormal = "on";
+              flush_denormal = "on", precision = "fp32";
   harmony::planner::ProfilerOptions options;
   po::options_description flags(
       "Usage: harmony-plan profile MODEL.pt --sample-input x.pt [flags]\n\n"
@@ -71,6 +71,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("flush-denormal", po::value(&flush_denormal)->default_value(flush_denormal),
        "on | off: denormal floats flushed to zero (FTZ/DAZ) on every thread that "
        "computes, as harmony-exec will")
+      ("precision", po::value(&precision)->default_value(precision),
+       "fp32 | bf16: profile as the plan will train (bf16: bf16 parameters, autocast "
+       "compute; sizes on the devices in bf16, fp32 masters on the host)")
       ("profile-out", po::value(&out), "write the profile here (JSON)");
   // clang-format on
   po::variables_map vm;
@@ -86,6 +89,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
   absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
   if (!flush.ok()) return Fail(flush.status());
   options.flush_denormal = *flush;
+  absl::StatusOr<bool> bf16 = ParsePrecisionBf16(precision);
+  if (!bf16.ok()) return Fail(bf16.status());
+  options.bf16 = *bf16;
   absl::StatusOr<harmony::common::LossKind> loss_kind =
       harmony::common::ParseLossKind(loss);
   if (!loss_kind.ok()) return Fail(loss_kind.status());

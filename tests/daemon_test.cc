@@ -81,6 +81,18 @@ class DaemonTest : public ::testing::Test {
                                   " --minibatch 8 -o ", Tmp(name + ".pb")));
       ASSERT_EQ(r.exit_code, 0) << r.output;
     }
+    // A bf16 plan, from a bf16 profile.
+    r = RunCommand(absl::StrCat(kPlan, " profile ", Tmp("g.pt"), " --sample-input ",
+                                Tmp("g_data.pt"), " --devices cpu:2x256MiB --precision bf16 "
+                                "--max-microbatch 8 --repeats 1 --profile-out ",
+                                Tmp("g.bf16.profile.json")));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = RunCommand(absl::StrCat(kPlan, " ", Tmp("g.pt"), " --profile ",
+                                Tmp("g.bf16.profile.json"),
+                                " --gpus 2 --device-memory 1MiB --minibatch 8 -o ",
+                                Tmp("plan2_bf16.pb")));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_TRUE(absl::StrContains(r.output, "precision: bf16")) << r.output;
   }
 
   // harmony-ctl submit of the test model with `plan` and extra flags.
@@ -147,13 +159,19 @@ TEST_F(DaemonTest, ATokenFileJobTrainsAsARunDoes) {
   }
   r = RunCommand(d->Ctl("status job-1"));
   EXPECT_TRUE(absl::StrContains(r.output, "(windows of 16 + 1 tokens, uint16)")) << r.output;
-  // Experimental bf16: the job equals the run, bit for bit.
+  // A bf16 plan: the job takes its precision and equals the run, bit for
+  // bit. An fp32 plan submitted as bf16 is refused, naming both.
   auto bf16 = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
-                                             data, " --iterations 2 --precision bf16 --wait "
-                                             "--out ", Tmp("daemon_bf16.pt"))));
+                                             data, " --iterations 2 --precision bf16")));
+  EXPECT_NE(bf16.exit_code, 0) << bf16.output;
+  EXPECT_TRUE(absl::StrContains(bf16.output, "the plan trains in fp32, not --precision bf16"))
+      << bf16.output;
+  bf16 = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2_bf16.pb"), " --model ",
+                                        Tmp("g.pt"), data, " --iterations 2 --wait --out ",
+                                        Tmp("daemon_bf16.pt"))));
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
-  bf16 = RunCommand(absl::StrCat(kExec, " run ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"), data,
-                                 " --iterations 2 --precision bf16 --devices cpu:2x1MiB --out ",
+  bf16 = RunCommand(absl::StrCat(kExec, " run ", Tmp("plan2_bf16.pb"), " --model ", Tmp("g.pt"),
+                                 data, " --iterations 2 --devices cpu:2x1MiB --out ",
                                  Tmp("run_bf16.pt")));
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
   {
@@ -165,7 +183,7 @@ TEST_F(DaemonTest, ATokenFileJobTrainsAsARunDoes) {
       ++py;
     }
   }
-  EXPECT_TRUE(absl::StrContains(RunCommand(d->Ctl("status job-2")).output, "bf16 (experimental)"));
+  EXPECT_TRUE(absl::StrContains(RunCommand(d->Ctl("status job-2")).output, ", bf16"));
   // Its TensorBoard event files, under the state dir, as TensorBoard reads them.
   const size_t at = r.output.find("  tensorboard: ");
   ASSERT_NE(at, std::string::npos) << r.output;

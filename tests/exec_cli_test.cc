@@ -198,7 +198,7 @@ TEST(ExecCliTest, TrainsAModelScriptedInPython) {
   // Each of the 2 devices computes on half the host's hardware threads, as
   // harmony-plan profiled them (no note about a different count).
   const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-  EXPECT_TRUE(Contains(r.output, absl::StrCat(", ", share, " intra-op thread(s) per device, denormals flushed to zero\n")))
+  EXPECT_TRUE(Contains(r.output, absl::StrCat(", ", share, " intra-op thread(s) per device, denormals flushed to zero, fp32\n")))
       << r.output;
   EXPECT_FALSE(Contains(r.output, "note: the plan was profiled on")) << r.output;
 

@@ -127,7 +127,7 @@ void PrintJob(const proto::Job& j) {
   if (!j.devices().empty()) {
     std::cout << ", devices " << absl::StrJoin(j.devices(), ",");
   }
-  if (j.bf16()) std::cout << ", bf16 (experimental)";
+  if (j.bf16()) std::cout << ", bf16";
   if (j.has_flush_denormal()) {
     std::cout << ", denormals " << (j.flush_denormal() ? "flushed to zero" : "computed");
   }

@@ -66,7 +66,8 @@ struct JobSpec {
   // TensorBoard event files go here; empty: the state dir's
   // tensorboard/<job id>.
   std::string tensorboard_dir;
-  bool bf16 = false;  // RuntimeOptions::bf16 (experimental).
+  // The precision the submitter expects (true: bf16); unset: the plan's.
+  std::optional<bool> bf16;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
   // Schedules, clipping, weight-decay groups (resolved for `iterations`).
@@ -141,7 +142,7 @@ struct JobRecord {
   std::string token_dtype;  // A token file's, as JobSpec.
   int64_t seq_len = 0;
   std::string tensorboard_dir;  // Where its event files are (resolved).
-  bool bf16 = false;            // As JobSpec.
+  bool bf16 = false;            // The plan trains in bf16.
   std::string output_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;

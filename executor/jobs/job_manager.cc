@@ -274,6 +274,13 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
         "the plan was made for devices of ", FormatBytes(config.device_memory_bytes()),
         "; this daemon's have ", FormatBytes(devices.capacity), " (", devices.ToString(), ")"));
   }
+  const bool plan_bf16 = config.precision() == proto::BF16;
+  if (spec.bf16.has_value() && *spec.bf16 != plan_bf16) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan trains in ", plan_bf16 ? "bf16" : "fp32", ", not --precision ",
+        *spec.bf16 ? "bf16" : "fp32", ": make a plan with harmony-plan --precision ",
+        *spec.bf16 ? "bf16" : "fp32", ", or leave --precision out"));
+  }
   const uint64_t host_need = plan.estimates().host_memory_bytes();
   if (host_need > impl_->host_total) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -342,7 +349,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.token_dtype = spec.token_dtype;
   record.seq_len = spec.seq_len;
   record.tensorboard_dir = spec.tensorboard_dir;
-  record.bf16 = spec.bf16;
+  record.bf16 = plan_bf16;
   record.output_path = spec.output_path;
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/autocast.h"
+#include "common/precision.h"
 #include "common/denormals.h"
 #include "common/intra_op_threads.h"
 #include "common/status.h"
@@ -103,9 +104,9 @@ absl::StatusOr<std::shared_ptr<Evaluator::PackWeights>> Evaluator::LoadPack(int 
     for (int k = range.begin; k < range.end; ++k) {
       const double start = link_->Now();
       std::vector<at::Tensor> source = host_->params(k);
-      if (setup_.bf16) {
+      if (setup_.bf16 && !setup_.bf16_params.empty()) {
         auto on_host = PlaceOnHost();
-        for (at::Tensor& t : source) t = t.to(at::kBFloat16);
+        source = common::AsBf16(source, setup_.bf16_params[k]);
       }
       std::vector<at::Tensor> ps = devices_[d]->ToDeviceMany(source, label);
       std::vector<at::Tensor> bs = devices_[d]->ToDeviceMany(host_->buffers(k), label);

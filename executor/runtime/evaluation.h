@@ -55,7 +55,8 @@ struct EvalSetup {
   int threads_per_device = 1;
   bool flush_denormal = false;
   uint64_t seed = 0;  // Random draws in eval mode (rare), per vLayer and microbatch.
-  bool bf16 = false;  // RuntimeOptions::bf16: bf16 weights, autocast.
+  bool bf16 = false;  // A bf16 plan: autocast, and bf16 weights where bf16_params.
+  std::vector<std::vector<bool>> bf16_params;  // common/precision.h, per vLayer.
 };
 
 // FailedPrecondition naming the first vLayer whose parameters, buffers,

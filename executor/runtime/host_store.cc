@@ -108,6 +108,11 @@ uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads) {
   for (size_t j = 0; j < grads.size(); ++j) {
     if (h.grads_in) {
       h.grads[j].add_(grads[j]);
+      // bf16 gradients (a bf16 plan's) sum as the device would have summed
+      // them into its bf16 .grad: rounded to bf16 after each add, so where
+      // they are added (on the device, or here after each microbatch) does
+      // not change the result.
+      if (grads[j].scalar_type() == at::kBFloat16) h.grads[j].copy_(h.grads[j].to(at::kBFloat16));
     } else {
       h.grads[j].copy_(grads[j]);
     }

@@ -73,7 +73,8 @@ class HostStore {
 
   // Adds `grads` (vLayer k's, in parameter order, on any device the host
   // reads) into its gradient slots, or copies them if none arrived yet this
-  // iteration. Returns the bytes. Thread-safe.
+  // iteration. Returns the bytes. Thread-safe. bf16 gradients are summed
+  // as bf16 (rounded after each add), as a device sums them.
   uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads);
   // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
   // clears for the next iteration (zero gradients if none arrived):

@@ -23,6 +23,7 @@
 #include "common/host_memory.h"
 #include "common/intra_op_threads.h"
 #include "common/loss.h"
+#include "common/precision.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
@@ -108,6 +109,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   impl->flush_denormal = options.flush_denormal.value_or(
       plan.profile().has_flush_denormal() && plan.profile().flush_denormal());
   common::ApplyFlushDenormal(impl->flush_denormal);
+  // The precision is the plan's.
+  const bool plan_bf16 = plan.config().precision() == proto::BF16;
+  if (options.bf16.has_value() && *options.bf16 != plan_bf16) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan trains in ", plan_bf16 ? "bf16" : "fp32", ", not ",
+        *options.bf16 ? "bf16" : "fp32", ": its transfers and device peaks are sized for ",
+        plan_bf16 ? "bf16" : "fp32", "; make a plan with harmony-plan --precision ",
+        *options.bf16 ? "bf16" : "fp32"));
+  }
+  impl->options.bf16 = plan_bf16;
   // The devices.
   HARMONY_ASSIGN_OR_RETURN(impl->devices, CreateDevices(options.devices, config.num_devices));
   for (const auto& dev : impl->devices) {
@@ -149,6 +160,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
                            common::Decomposition::CreateWithCuts(impl->model, cuts,
                                                                  plan.model().loss_output()));
   impl->aliases = common::TensorAliases(impl->model);
+  if (plan_bf16) {
+    HARMONY_ASSIGN_OR_RETURN(impl->bf16_params, CallTorch("the model's bf16 parameters", [&] {
+      return common::Bf16ParameterMask(impl->model, *impl->dec);
+    }));
+  }
   HARMONY_ASSIGN_OR_RETURN(impl->vocab, CallTorch("reading the model's embeddings", [&] {
     return Vocabulary(impl->model);
   }));
@@ -262,7 +278,8 @@ absl::Status Runtime::Impl::SetEvalLoader(MinibatchLoader loader) {
     setup.threads_per_device = m.threads_per_device;
     setup.flush_denormal = m.flush_denormal;
     setup.seed = m.options.seed;
-    setup.bf16 = m.options.bf16;
+    setup.bf16 = m.options.bf16.value_or(false);
+    setup.bf16_params = m.bf16_params;
     std::vector<Device*> devices;
     for (const auto& d : m.devices) devices.push_back(d.get());
     m.evaluator = std::make_unique<Evaluator>(std::move(setup), std::move(devices), m.host.get(),

@@ -91,15 +91,16 @@ struct RuntimeOptions {
   // measured (off for profiles made before the policy existed). A loop
   // compared bit for bit must compute under the same policy.
   std::optional<bool> flush_denormal;
-  // Experimental mixed precision (kBf16): each swap-in sends the pack's
-  // parameters as bf16 (converted from the fp32 masters on the host), the
-  // vLayers compute under LibTorch's CPU autocast to bf16 (matrix products
-  // and convolutions in bf16; norms, softmax and the loss in fp32, as
-  // torch.autocast("cpu", dtype=torch.bfloat16) does), gradients come back
-  // as bf16 and are summed into the host's fp32 gradients; buffers,
-  // optimizer state and checkpoints stay fp32. The plan does not know it
-  // yet: its byte counts are fp32's.
-  bool bf16 = false;
+  // Mixed precision (proto::Configuration.precision BF16): each swap-in
+  // sends the pack's parameters as bf16 (converted from the fp32 masters on
+  // the host), the vLayers compute under LibTorch's autocast to bf16 (matrix
+  // products and convolutions in bf16; norms, softmax and the loss in fp32,
+  // as torch.autocast("cpu", dtype=torch.bfloat16) does), gradients come
+  // back as bf16 and are summed into the host's fp32 gradients; buffers,
+  // optimizer state and checkpoints stay fp32. Unset: the plan's precision;
+  // set to another than the plan's: FailedPrecondition (the plan's bytes
+  // and peaks are its precision's). Create resolves it.
+  std::optional<bool> bf16;
   // Data parallel across servers: this server is rank
   // world.rank of world.size. The global minibatch is world.size x the
   // plan's, split by rank in a fixed order (rank r takes the r-th slice), and

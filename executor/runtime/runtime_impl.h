@@ -74,6 +74,9 @@ struct Runtime::Impl {
   TaskGraph graph;
   torch::jit::Module model;
   std::unique_ptr<common::Decomposition> dec;
+  // A bf16 plan's: per vLayer and parameter, whether the devices take it as
+  // bf16 (common/precision.h); empty in fp32.
+  std::vector<std::vector<bool>> bf16_params;
   // Every parameter and buffer name -> the name vLayers use (tied weights).
   std::map<std::string, std::string> aliases;
   common::LossKind loss_kind = common::LossKind::kAuto;

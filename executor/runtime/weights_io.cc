@@ -20,6 +20,7 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/precision.h"
 #include "absl/strings/str_join.h"
 #include "common/denormals.h"
 #include "common/intra_op_threads.h"
@@ -66,10 +67,10 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
       // waiting for it are not held behind a whole pack's weights.
       const double copy_start = Now();
       std::vector<at::Tensor> source = from_peer ? peer_params[k - range.begin] : host->params(k);
-      if (options.bf16 && !from_peer) {
+      if (!bf16_params.empty() && !from_peer) {
         // Converted on the host: half the bytes cross the link.
         auto on_host = PlaceOnHost();
-        for (at::Tensor& t : source) t = t.to(at::kBFloat16);
+        source = common::AsBf16(source, bf16_params[k]);
       }
       ps = devices[d]->ToDeviceMany(source, label);
       bs = devices[d]->ToDeviceMany(buffers, label);

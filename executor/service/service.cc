@@ -191,7 +191,7 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
   spec.data_path = r.data_path();
   spec.token_dtype = r.token_dtype();
   spec.tensorboard_dir = r.tensorboard_dir();
-  spec.bf16 = r.bf16();
+  if (r.has_bf16()) spec.bf16 = r.bf16();
   spec.seq_len = r.seq_len();
   spec.iterations = r.iterations();
   const proto::OptimizerSettings& o = r.optimizer();

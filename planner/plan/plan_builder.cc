@@ -86,6 +86,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   for (const PackRange& p : c.backward_packs) SetPack(config->add_backward_packs(), p);
   config->set_optimizer(profile.profile().optimizer());
   config->set_single_buffer(!c.prefetch);
+  config->set_precision(profile.profile().precision() == proto::BF16 ? proto::BF16 : proto::FP32);
   config->set_local_activations(c.local_activations);
   config->set_peer_weights(c.peer_weights);
   for (size_t p = 0; p < c.host_sums.size(); ++p) {
@@ -125,6 +126,12 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   absl::StrAppendFormat(&out, "  microbatches: forward %d, backward %d\n",
                         c.forward_microbatch(), c.backward_microbatch());
+  if (c.precision() == proto::BF16) {
+    out += "  precision: bf16 (bf16 weights and gradients on the devices and the link, autocast "
+           "compute, fp32 masters and optimizer on the host)\n";
+  } else {
+    out += "  precision: fp32\n";
+  }
   if (c.single_buffer()) {
     out += "  weights single-buffered: each task swaps its own in when it starts (no prefetch)\n";
   }

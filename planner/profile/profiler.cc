@@ -18,12 +18,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/autocast.h"
 #include "common/decomposer.h"
 #include "common/denormals.h"
 #include "common/device_memory.h"
 #include "common/files.h"
 #include "common/intra_op_threads.h"
 #include "common/model_output.h"
+#include "common/precision.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "common/units.h"
@@ -101,6 +103,7 @@ absl::Status RunChain(Context& c, const TrainingData& sample, int64_t u) {
   c.outputs.assign(c.d->num_vlayers(), {});
   c.output_grads.clear();
   c10::NoGradGuard no_grad;
+  common::Autocast autocast(c.bf16);
   for (int k = 0; k < c.d->num_vlayers(); ++k) {
     absl::StatusOr<std::vector<c10::IValue>> out =
         c.d->Run(k, c.params[k], c.buffers[k], c.InputsOf(k));
@@ -227,6 +230,24 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     HARMONY_ASSIGN_OR_RETURN(c.params[k], common::ResolveTensors(model, d->vlayers()[k].parameters));
     HARMONY_ASSIGN_OR_RETURN(c.buffers[k], common::ResolveTensors(model, d->vlayers()[k].buffers));
   }
+  // The fp32 masters (the host store's and the optimizer's sizes), then,
+  // in bf16, the copies the devices compute on.
+  const std::vector<std::vector<at::Tensor>> masters = c.params;
+  c.bf16 = options.bf16;
+  if (c.bf16) {
+    HARMONY_RETURN_IF_ERROR(common::CallTorch("bf16 copies of the parameters", [&] {
+      const std::vector<std::vector<bool>> mask = common::Bf16ParameterMask(model, *d);
+      for (int k = 0; k < n; ++k) {
+        std::vector<at::Tensor> detached;
+        for (const at::Tensor& t : c.params[k]) detached.push_back(t.detach());
+        std::vector<at::Tensor> copies = common::AsBf16(detached, mask[k]);
+        for (size_t j = 0; j < copies.size(); ++j) {
+          copies[j].requires_grad_(c.params[k][j].requires_grad());
+        }
+        c.params[k] = std::move(copies);
+      }
+    }));
+  }
 
   proto::ProfileFile file;
   file.set_schema_version(kProfileSchemaVersion);
@@ -288,22 +309,29 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   profile->set_backward_peak_with_gradients(true);
   profile->set_flush_denormal(options.flush_denormal);
   profile->set_cpu_model(common::CpuModelName());
+  profile->set_precision(options.bf16 ? proto::BF16 : proto::FP32);
   for (int k = 0; k < n; ++k) {
     proto::VLayerProfile* v = profile->add_vlayers();
     v->set_vlayer(k);
-    uint64_t param_bytes = 0, grad_bytes = 0, buffer_bytes = 0;
+    uint64_t param_bytes = 0, grad_bytes = 0, buffer_bytes = 0, master_bytes = 0,
+             master_grad_bytes = 0;
     for (const at::Tensor& p : c.params[k]) {
       param_bytes += p.nbytes();
       if (at::isFloatingType(p.scalar_type())) grad_bytes += p.nbytes();
+    }
+    for (const at::Tensor& p : masters[k]) {
+      master_bytes += p.nbytes();
+      if (at::isFloatingType(p.scalar_type())) master_grad_bytes += p.nbytes();
     }
     for (const at::Tensor& b : c.buffers[k]) buffer_bytes += b.nbytes();
     v->set_parameter_bytes(param_bytes);
     v->set_buffer_bytes(buffer_bytes);
     v->set_gradient_bytes(grad_bytes);
+    if (master_bytes != param_bytes) v->set_host_parameter_bytes(master_bytes);
     v->set_optimizer_state_bytes(static_cast<uint64_t>(
-        grad_bytes * OptimizerStateFactor(options.optimizer)));
+        master_grad_bytes * OptimizerStateFactor(options.optimizer)));
     HARMONY_ASSIGN_OR_RETURN(double update,
-                             UpdateTime(c.params[k], options.optimizer, options.repeats));
+                             UpdateTime(masters[k], options.optimizer, options.repeats));
     v->set_update_time_s(update);
   }
 

@@ -58,6 +58,11 @@ struct ProfilerOptions {
   // Denormal floats flushed to zero on every thread that computes
   // (common/denormals.h), as the runtime will; recorded in the profile.
   bool flush_denormal = common::kDefaultFlushDenormal;
+  // The plan's precision (proto::Configuration.precision): with bf16 the
+  // vLayers are profiled as the runtime runs them, on bf16 parameters under
+  // autocast (common/autocast.h); parameter and gradient bytes are the bf16
+  // copies', host_parameter_bytes the fp32 masters'.
+  bool bf16 = false;
   // Timed runs per measurement; the median is kept (the mean for the
   // times taken in turn). Each vLayer is warmed up once, before its first
   // measurement.

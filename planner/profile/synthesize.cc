@@ -70,6 +70,7 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
     proto::VLayerProfile v = in;
     v.set_parameter_bytes(static_cast<uint64_t>(in.parameter_bytes() * w));
     v.set_gradient_bytes(static_cast<uint64_t>(in.gradient_bytes() * w));
+    v.set_host_parameter_bytes(static_cast<uint64_t>(in.host_parameter_bytes() * w));
     v.set_optimizer_state_bytes(static_cast<uint64_t>(in.optimizer_state_bytes() * w));
     v.set_buffer_bytes(static_cast<uint64_t>(in.buffer_bytes() * a));
     v.set_update_time_s(in.update_time_s() * w);  // The host's CPU: unscaled.

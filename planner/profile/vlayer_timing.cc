@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/autocast.h"
 #include "common/intra_op_threads.h"
 #include "common/model_output.h"
 #include "common/status.h"
@@ -129,6 +130,7 @@ BackwardRoots RootsOf(const Context& c, int k, const std::vector<c10::IValue>& o
 double Execute(const Context& c, int k, bool backward, Prepared& p,
                DeviceMemory* memory = nullptr, uint64_t* saved = nullptr) {
   c10::AutoGradMode grad_mode(backward);
+  common::Autocast autocast(c.bf16);
   const uint64_t before = memory != nullptr ? memory->used() : 0;
   const double start = Now();
   absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, p.params, p.buffers, p.inputs);
@@ -168,6 +170,7 @@ absl::Status OutputGradients(Context& c) {
   for (int k = 0; k < n; ++k) c.output_grads[k].resize(c.outputs[k].size());
   return common::CallTorch("the backward of the sample input", [&] {
     c10::AutoGradMode grad_mode(true);
+    common::Autocast autocast(c.bf16);
     for (int k = n - 1; k >= 0; --k) {
       const std::vector<common::ValueSource>& sources = c.d->vlayers()[k].inputs;
       std::vector<c10::IValue> inputs = c.InputsOf(k);

@@ -48,6 +48,9 @@ struct Context {
   // OutputGradients; a backward is timed on them. Empty: on ones.
   std::vector<std::vector<at::Tensor>> output_grads;
   uint64_t capacity = 0;
+  // bf16 parameters (already in params) and every vLayer and loss run under
+  // autocast to bf16 (ProfilerOptions::bf16).
+  bool bf16 = false;
 
   std::vector<c10::IValue> InputsOf(int k) const;
 };

@@ -83,6 +83,11 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
     s.buffer_bytes = v.buffer_bytes();
     s.gradient_bytes = v.gradient_bytes();
     s.optimizer_state_bytes = v.optimizer_state_bytes();
+    s.host_parameter_bytes =
+        v.host_parameter_bytes() > 0 ? v.host_parameter_bytes() : v.parameter_bytes();
+    s.host_gradient_bytes =
+        v.parameter_bytes() > 0 ? v.gradient_bytes() * s.host_parameter_bytes / v.parameter_bytes()
+                                : v.gradient_bytes();
     s.update_s = v.update_time_s();
     m->sizes_.push_back(s);
     std::vector<Row> rows;
@@ -375,10 +380,23 @@ uint64_t CostModel::OptimizerStateBytes(int begin, int end) const {
   return t;
 }
 
+uint64_t CostModel::HostWeightBytes(int begin, int end) const {
+  uint64_t t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].host_parameter_bytes + sizes_[l].buffer_bytes;
+  return t;
+}
+
+uint64_t CostModel::HostGradientBytes(int begin, int end) const {
+  uint64_t t = 0;
+  for (int l = begin; l < end; ++l) t += sizes_[l].host_gradient_bytes;
+  return t;
+}
+
+// Servers all-reduce the host's fp32 gradients.
 uint64_t CostModel::ReduceBytesPerServer(int begin, int end) const {
   const int s = network_.servers;
   if (s <= 1) return 0;
-  return GradientBytes(begin, end) * 2 * static_cast<uint64_t>(s - 1) / static_cast<uint64_t>(s);
+  return HostGradientBytes(begin, end) * 2 * static_cast<uint64_t>(s - 1) / static_cast<uint64_t>(s);
 }
 
 double CostModel::ReduceSeconds(int begin, int end) const {

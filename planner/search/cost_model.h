@@ -59,6 +59,10 @@ struct LayerSizes {
   uint64_t buffer_bytes = 0;
   uint64_t gradient_bytes = 0;
   uint64_t optimizer_state_bytes = 0;
+  // The fp32 masters and their gradients on the host (bf16 plans: twice the
+  // device's parameter_bytes / gradient_bytes; fp32: the same).
+  uint64_t host_parameter_bytes = 0;
+  uint64_t host_gradient_bytes = 0;
   double update_s = 0;  // CPU optimizer.
   // Writes its buffers in training (BatchNorm's running statistics).
   bool updates_buffers = false;
@@ -166,6 +170,10 @@ class CostModel {
   uint64_t UpdatedBufferBytes(int begin, int end) const;
   uint64_t GradientBytes(int begin, int end) const;
   uint64_t OptimizerStateBytes(int begin, int end) const;
+  // The host's fp32 copies: masters with the buffers, and gradients (the
+  // device-side sizes above are bf16 in a bf16 profile).
+  uint64_t HostWeightBytes(int begin, int end) const;
+  uint64_t HostGradientBytes(int begin, int end) const;
   double UpdateSeconds(int begin, int end) const;
   double ForwardSeconds(int begin, int end, int microbatch) const;
   double BackwardSeconds(int begin, int end, int microbatch) const;

@@ -168,7 +168,7 @@ SimResult Sim::Collect(bool keep_events) {
   const int layers = m_.num_layers();
   const NetworkModel& net = m_.network();
   const uint64_t state = m_.OptimizerStateBytes(0, layers);
-  r.host_memory = m_.WeightBytes(0, layers) + m_.GradientBytes(0, layers) +
+  r.host_memory = m_.HostWeightBytes(0, layers) + m_.HostGradientBytes(0, layers) +
                   (net.shard_optimizer_state ? (state + net.servers - 1) / net.servers : state) +
                   stash + r.swap.activations_out;
   r.network_bytes = m_.ReduceBytesPerServer(0, layers);

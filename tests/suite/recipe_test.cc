@@ -288,8 +288,8 @@ TEST(RecipeTest, ResumedInTheWarmUpContinuesTheSchedule) {
 // (reference_train.py --precision bf16), clipping and evaluation included;
 // and not the fp32 run's.
 TEST(RecipeTest, Bf16OnOneDeviceEqualsTheAutocastLoopBitForBit) {
-  const std::string plan = Plan("bf16", "--gpus 1 --device-memory 64MiB");
-  const Trained run = Train(plan, "bf16", "--iterations 6 --devices cpu:1x64MiB --precision bf16");
+  const std::string plan = Plan("bf16", "--gpus 1 --device-memory 64MiB --precision bf16");
+  const Trained run = Train(plan, "bf16", "--iterations 6 --devices cpu:1x64MiB");
   const std::string out = Tmp("reference_bf16.pt");
   auto ran = RunCommand(absl::StrCat(
       "/usr/bin/python3 tests/suite/reference_train.py ", kModel, " ", kData, " ", out,

@@ -26,8 +26,10 @@ clip_grad_norm_(model.parameters(), MAX) before each step, and two
 parameter groups (weight decay, none) picked by the rule of
 executor/runtime/recipe.h.
 
---precision bf16 (RuntimeOptions::bf16): the optimizer keeps fp32 masters;
-each iteration the module's parameters become their bf16 copies, every
+--precision bf16 (a bf16 plan, common/precision.h): the optimizer keeps fp32
+masters; each iteration the module's parameters become their bf16 copies
+(but those of a module with floating-point buffers, BatchNorm, and of an
+EmbeddingBag, which stay fp32: fp32_parameter_names), every
 microbatch runs under torch.autocast("cpu", dtype=torch.bfloat16), the bf16
 gradients (accumulated over the microbatches) become the masters' fp32
 gradients, and clipping and the step act on the masters.
@@ -164,12 +166,30 @@ def load_data(path, arguments):
     return inputs, targets
 
 
+def fp32_parameter_names(model):
+    """The parameters a bf16 plan keeps in fp32 (common/precision.h)."""
+    out = set()
+    for name, m in model.named_modules():
+        keep = m.original_name == "EmbeddingBag" or any(
+            b.is_floating_point() for b in m.buffers(recurse=False))
+        if keep:
+            out.update(f"{name}.{p}" if name else p
+                       for p, _ in m.named_parameters(recurse=False))
+    return out
+
+
+def as_device_copy(model, masters):
+    """The module's parameters become what a bf16 plan's devices hold."""
+    fp32 = fp32_parameter_names(model)
+    for n, t in model.named_parameters():
+        t.data = masters[n].detach().clone() if n in fp32 else masters[n].detach().to(torch.bfloat16)
+
+
 def evaluate(model, a, inputs, targets, took_targets, masters=None):
     """The validation loss, as executor/runtime/evaluation.h computes it."""
     bf16 = a.precision == "bf16"
     if bf16:
-        for n, t in model.named_parameters():
-            t.data = masters[n].detach().to(torch.bfloat16)
+        as_device_copy(model, masters)
     model.eval()
     n = inputs[0].size(0)
     count = a.eval_iterations or max(1, n // a.minibatch)
@@ -233,8 +253,8 @@ def train(a):
             rows = torch.tensor([(it * a.minibatch + j) % n for j in range(a.minibatch)])
             opt.zero_grad(set_to_none=True)
             if bf16:
+                as_device_copy(model, masters)
                 for name, t in named:
-                    t.data = masters[name].detach().to(torch.bfloat16)
                     t.grad = None
             total = 0.0
             for offset in range(0, a.minibatch, a.microbatch):

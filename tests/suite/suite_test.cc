@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "common/decomposer.h"
 #include "common/files.h"
+#include "common/precision.h"
 #include "common/tensor_file.h"
 #include "executor/runtime/runtime.h"
 #include "gtest/gtest.h"
@@ -203,7 +204,9 @@ Reference ReadReference(const std::string& path) {
 // ||a - b|| / ||scale|| (0 when a and b are bit-identical; a zero scale
 // counts as 1).
 double Relative(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scale) {
-  if (at::equal(a, b)) return 0;
+  // Bit for bit, NaN where the other is NaN (a bf16 run that diverges as
+  // PyTorch's does).
+  if (at::equal(a, b) || at::allclose(a, b, 0.0, 0.0, /*equal_nan=*/true)) return 0;
   const double s = scale.norm().item<double>();
   return (a - b).norm().item<double>() / (s > 0 ? s : 1.0);
 }
@@ -214,7 +217,7 @@ double Relative(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scal
 // 1e-5.
 void ExpectSameSteps(const executor::Runtime& rt, const std::map<std::string, at::Tensor>& want,
                      const torch::jit::Module& initial, double step_tolerance,
-                     const std::string& what) {
+                     const std::string& what, double weight_tolerance = 1e-5) {
   ASSERT_FALSE(want.empty()) << what;
   for (const auto& [name, w] : want) {
     absl::StatusOr<at::Tensor> got = rt.HostTensor(name);
@@ -226,18 +229,18 @@ void ExpectSameSteps(const executor::Runtime& rt, const std::map<std::string, at
     EXPECT_LE(error, step_tolerance) << what << ": " << name << " differs by " << error
                                      << " of its step (step norm " << step.norm().item<double>()
                                      << ")";
-    EXPECT_LE(Relative(*got, w, w), 1e-5) << what << ": " << name;
+    EXPECT_LE(Relative(*got, w, w), weight_tolerance) << what << ": " << name;
   }
 }
 
 void ExpectSameLosses(const std::vector<double>& got, const std::vector<double>& want, bool exact,
-                      const std::string& what) {
+                      const std::string& what, double tolerance = 1e-5) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     if (exact) {
       EXPECT_EQ(got[i], want[i]) << what << ": iteration " << i;
     } else {
-      EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << what << ": iteration " << i;
+      EXPECT_NEAR(got[i], want[i], tolerance * std::abs(want[i])) << what << ": iteration " << i;
     }
   }
 }
@@ -263,8 +266,18 @@ executor::RuntimeOptions Options(int devices, uint64_t cap, double lr, bool adam
 // added in another order; 1e-4 where vDP sums microbatches per device first
 // (float rounding of sums whose terms cancel: measured up to 4e-5 on
 // seq2seq). A dropped or doubled gradient is off by 1e-2 or more.
-double StepTolerance(bool exact, Mode mode) {
+//
+// bf16 plans: where sums run in another order, the gradients differ by
+// bf16's rounding (a sum's last bit is 2^-8 of it, where fp32's is 2^-24):
+// kBf16StepTolerance of the step, and losses within kBf16LossTolerance
+// (weights that differ in their last fp32 bits may round to other bf16
+// values on the device). A dropped or doubled gradient is still off by
+// 1e-1 or more of its step.
+constexpr double kBf16StepTolerance = 3e-2;
+constexpr double kBf16LossTolerance = 1e-3;
+double StepTolerance(bool exact, Mode mode, bool bf16 = false) {
   if (exact) return 0;
+  if (bf16) return kBf16StepTolerance;
   return mode == Mode::kVdp ? 1e-4 : 1e-5;
 }
 
@@ -277,7 +290,7 @@ double StepTolerance(bool exact, Mode mode) {
 void TrainAndCompare(const proto::Plan& plan, const std::string& model,
                      const common::TrainingData& data, const executor::RuntimeOptions& options,
                      const Reference& ref, const torch::jit::Module& initial, bool exact,
-                     Mode mode, const std::string& what) {
+                     Mode mode, const std::string& what, bool bf16 = false) {
   ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kIterations));
   absl::StatusOr<std::unique_ptr<executor::Runtime>> rt =
       executor::Runtime::Create(plan, model, options);
@@ -291,16 +304,16 @@ void TrainAndCompare(const proto::Plan& plan, const std::string& model,
     EXPECT_GT(it->bytes.weights_in, 0u);
     for (uint64_t peak : it->device_peak_bytes) EXPECT_LE(peak, options.devices.capacity);
     if (i == 0) {
-      ExpectSameSteps(**rt, ref.first_step, initial, StepTolerance(exact, mode),
-                      what + ", first step");
+      ExpectSameSteps(**rt, ref.first_step, initial, StepTolerance(exact, mode, bf16),
+                      what + ", first step", bf16 ? kBf16StepTolerance : 1e-5);
       if (mode == Mode::kVpp) {
         EXPECT_EQ(it->loss, ref.losses[0]);
       }
     }
   }
-  ExpectSameLosses(losses, ref.losses, exact, what);
-  ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, mode),
-                  what + ", after 3 iterations");
+  ExpectSameLosses(losses, ref.losses, exact, what, bf16 ? kBf16LossTolerance : 1e-5);
+  ExpectSameSteps(**rt, ref.weights, initial, StepTolerance(exact, mode, bf16),
+                  what + ", after 3 iterations", bf16 ? kBf16StepTolerance : 1e-5);
   if (mode != Mode::kVpp) return;
   for (const auto& [name, want] : ref.buffers) {
     absl::StatusOr<at::Tensor> got = (*rt)->HostTensor(name);
@@ -308,7 +321,7 @@ void TrainAndCompare(const proto::Plan& plan, const std::string& model,
     if (exact || !at::isFloatingType(want.scalar_type())) {
       EXPECT_TRUE(at::equal(*got, want)) << name;
     } else {
-      EXPECT_LE(Relative(*got, want, want), 1e-5) << name;
+      EXPECT_LE(Relative(*got, want, want), bf16 ? kBf16LossTolerance : 1e-5) << name;
     }
   }
 }
@@ -346,13 +359,14 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   std::vector<int> first_loss_sizes = {4};
   if (smallest == 1) first_loss_sizes.push_back(1);
   nlohmann::json jobs = nlohmann::json::array();
-  auto job = [&](int microbatch, int iterations, double lr, bool adam = false) {
+  auto job = [&](int microbatch, int iterations, double lr, bool adam = false,
+                 bool bf16 = false) {
     const std::string out = Tmp(absl::StrCat(m.name, "_ref_u", microbatch, "_", iterations,
-                                             adam ? "_adam" : "", ".pt"));
+                                             adam ? "_adam" : "", bf16 ? "_bf16" : "", ".pt"));
     jobs.push_back({{"model", model}, {"data", DataPath(m.name)}, {"out", out},
                     {"minibatch", kMinibatch}, {"microbatch", microbatch},
                     {"iterations", iterations}, {"lr", lr}, {"loss_output", m.loss_output},
-                    {"optimizer", adam ? "adam" : "sgd"}});
+                    {"optimizer", adam ? "adam" : "sgd"}, {"precision", bf16 ? "bf16" : "fp32"}});
     return out;
   };
   // (microbatch, Adam) -> the reference's file.
@@ -360,6 +374,9 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   training_refs[{u, false}] = job(u, kIterations, kLearningRate);
   training_refs[{u_vdp, false}] = job(u_vdp, kIterations, kLearningRate);
   if (!m.tied) training_refs[{u, true}] = job(u, kIterations, kAdamLearningRate, true);
+  std::map<int, std::string> bf16_refs;  // microbatch -> the autocast loop's file.
+  bf16_refs[u] = job(u, kIterations, kLearningRate, false, true);
+  bf16_refs[kMinibatch / 2] = job(kMinibatch / 2, kIterations, kLearningRate, false, true);
   std::map<int, std::string> first_refs;
   for (int size : first_loss_sizes) first_refs[size] = job(size, 1, 0.0);
   const std::string jobs_path = Tmp(m.name + "_jobs.json");
@@ -435,6 +452,60 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     const Reference ref = ReadReference(training_refs.at({u, false}));
     TrainAndCompare(plan, model, *data, Options(2, mo.device_memory, kLearningRate), ref, initial,
                     !m.tied && mode == Mode::kVpp, mode, what);
+  }
+
+  // bf16 plans (harmony-plan --precision bf16): profiled in bf16 (half the
+  // parameter and gradient bytes on the devices and the link, fp32 masters
+  // on the host), trained against the autocast loop: bit for bit in vPP
+  // (the gradients also summed on the host after each microbatch) and in
+  // vDP with one microbatch per device.
+  {
+    planner::ProfilerOptions bf16_options = po;
+    bf16_options.bf16 = true;
+    absl::StatusOr<proto::ProfileFile> bf16_profile =
+        planner::ProfileModel(model, *data, bf16_options);
+    ASSERT_TRUE(bf16_profile.ok()) << bf16_profile.status();
+    EXPECT_EQ(bf16_profile->profile().precision(), proto::BF16);
+    absl::StatusOr<std::shared_ptr<const planner::CostModel>> bf16_cost =
+        planner::CostModel::Create(*bf16_profile);
+    ASSERT_TRUE(bf16_cost.ok()) << bf16_cost.status();
+    const planner::CostModel& c16 = **bf16_cost;
+    const int n = c.num_layers();
+    ASSERT_EQ(c16.num_layers(), n);
+    // Half the parameter and gradient bytes on the devices (all but those
+    // the rule keeps in fp32); fp32 masters on the host.
+    const bool all_bf16 = common::Fp32ParameterNames(initial).empty();
+    if (all_bf16) {
+      EXPECT_EQ(2 * c16.GradientBytes(0, n), c.GradientBytes(0, n));
+      EXPECT_EQ(2 * (c16.WeightBytes(0, n) - c16.BufferBytes(0, n)),
+                c.WeightBytes(0, n) - c.BufferBytes(0, n));
+    } else {
+      EXPECT_LT(c16.GradientBytes(0, n), c.GradientBytes(0, n));
+      EXPECT_GE(2 * c16.GradientBytes(0, n), c.GradientBytes(0, n));
+    }
+    EXPECT_EQ(c16.HostGradientBytes(0, n), c.GradientBytes(0, n));
+    EXPECT_EQ(c16.HostWeightBytes(0, n), c.WeightBytes(0, n));
+    // vDP with one microbatch per device: device 0's gradient plus device
+    // 1's is the loop's sum. With more per device each device sums its own
+    // first, in bf16 (kept out: bf16's rounding of a reordered sum, grown
+    // over three steps, was up to 0.18 of the step on squeezenet).
+    std::vector<Run> bf16_runs = {Run{Mode::kVpp, 1, u, false}, Run{Mode::kVpp, 2, u, false},
+                                  Run{Mode::kVdp, 2, kMinibatch / 2, false},
+                                  Run{Mode::kVpp, 2, u, false, true}};
+    for (const Run& r : bf16_runs) {
+      const std::string what =
+          absl::StrCat(m.name, " bf16 ", r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.devices,
+                       " device(s), microbatch ", r.microbatch,
+                       r.host_sums ? ", gradients summed on the host" : "");
+      SCOPED_TRACE(what);
+      const Reference ref = ReadReference(bf16_refs.at(r.microbatch));
+      const Planned p = MakePlan(*bf16_profile, c16, r.mode, r.devices, r.microbatch, r.host_sums);
+      EXPECT_EQ(p.plan.config().precision(), proto::BF16);
+      const bool exact =
+          !m.tied && (r.mode == Mode::kVpp || r.microbatch * r.devices == kMinibatch);
+      TrainAndCompare(p.plan, model, *data, Options(r.devices, p.cap, kLearningRate), ref,
+                      initial, exact, r.mode, what, true);
+    }
   }
 
   // The first loss, bit for bit, at the other microbatch sizes.
