@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -283,11 +284,11 @@ TEST(RecipeTest, ResumedInTheWarmUpContinuesTheSchedule) {
       << other.output;
 }
 
-// Experimental bf16 (--precision bf16): bf16 weights, CPU autocast, bf16
-// gradients into fp32 masters, bit for bit with the loop doing the same
-// (reference_train.py --precision bf16), clipping and evaluation included;
-// and not the fp32 run's.
-TEST(RecipeTest, Bf16OnOneDeviceEqualsTheAutocastLoopBitForBit) {
+// A bf16 plan (harmony-plan --precision bf16): bf16 weights, CPU autocast,
+// bf16 gradients into fp32 masters, bit for bit with the loop doing the
+// same (reference_train.py --precision bf16), clipping and evaluation
+// included, on one device and in vPP; and not the fp32 run's.
+TEST(RecipeTest, Bf16PlansEqualTheAutocastLoopBitForBit) {
   const std::string plan = Plan("bf16", "--gpus 1 --device-memory 64MiB --precision bf16");
   const Trained run = Train(plan, "bf16", "--iterations 6 --devices cpu:1x64MiB");
   const std::string out = Tmp("reference_bf16.pt");
@@ -300,10 +301,75 @@ TEST(RecipeTest, Bf16OnOneDeviceEqualsTheAutocastLoopBitForBit) {
   ExpectSameIterations(run, ref, "bf16, one device");
   ExpectWeights(run, ref, 0, "bf16, one device");
   EXPECT_NE(run.metrics[5]["loss"].get<double>(), ReferenceRun(2).losses[5]);
-  // In vPP on two devices the run matched the loop bit for bit in this
-  // session's runs but once differed (gradient norms in the 5th digit from
-  // iteration 0) in a fresh clone under CI's load: not in CI until that is
-  // understood (docs/DESIGN.md §6.10).
+  // In vPP on two devices, against the loop on one intra-op thread. (The
+  // plan the search makes here depends on the profile's timings; where it
+  // summed a pack's gradients on the host after each microbatch, they were
+  // once summed in fp32 where the loop sums in bf16 and the norms differed
+  // in the 5th digit: the host now sums bf16 gradients as bf16.)
+  const std::string vpp =
+      Plan("bf16_vpp", "--gpus 2 --device-memory 400KiB --mode vpp --precision bf16");
+  const Trained pipelined = Train(vpp, "bf16_vpp", "--iterations 6 --devices cpu:2x400KiB");
+  const std::string out1 = Tmp("reference_bf16_1.pt");
+  ran = RunCommand(absl::StrCat(
+      "/usr/bin/python3 tests/suite/reference_train.py ", kModel, " ", kData, " ", out1,
+      " --minibatch 8 --microbatch 2 --iterations ", kIterations, " --threads 1 --precision bf16",
+      kRecipe));
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  const Reference ref1 = ReadReference(out1);
+  ExpectSameIterations(pipelined, ref1, "bf16, vPP");
+  ExpectWeights(pipelined, ref1, 0, "bf16, vPP");
+}
+
+// Checkpoints hold fp32 masters: a bf16 run resumes into an fp32 plan, and
+// that run's checkpoint into a bf16 plan again.
+TEST(RecipeTest, CheckpointsCrossPrecisions) {
+  const std::string bf16 = Plan("cross_bf16", "--gpus 1 --device-memory 64MiB --precision bf16");
+  const std::string fp32 = Plan("cross_fp32", "--gpus 1 --device-memory 64MiB");
+  const std::string dir = Tmp("cross_checkpoints");
+  // One schedule for the three runs.
+  const std::string flags = " --decay-iterations 6 --devices cpu:1x64MiB ";
+  const Trained a = Train(bf16, "cross_a",
+                          absl::StrCat("--iterations 3", flags, "--checkpoint-dir ", dir));
+  const Trained b = Train(fp32, "cross_b", absl::StrCat("--iterations 5", flags, "--resume ", dir,
+                                                        " --checkpoint-dir ", dir));
+  EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find(", fp32\n"), std::string::npos) << b.output;
+  const Trained c = Train(bf16, "cross_c", absl::StrCat("--iterations 6", flags, "--resume ", dir));
+  EXPECT_NE(c.output.find("at iteration 5 of 6"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find(", bf16 ("), std::string::npos) << c.output;
+  ASSERT_EQ(a.metrics.size(), 3u);
+  ASSERT_FALSE(c.metrics.empty());
+  EXPECT_TRUE(std::isfinite(c.metrics.back()["loss"].get<double>()));
+}
+
+// Convergence: the LLaMA-style decoder trained 200 iterations by a bf16
+// plan ends within 2% of the fp32 plan's loss (the mean of the last 10
+// iterations' losses), and both learn (below half the first loss).
+TEST(RecipeTest, Bf16ConvergesLikeFp32Over200Iterations) {
+  std::map<std::string, double> first, last;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const std::string plan = Plan(absl::StrCat("converge_", precision),
+                                  absl::StrCat("--gpus 2 --device-memory 64MiB --precision ",
+                                               precision));
+    const std::string metrics = Tmp(absl::StrCat("converge_", precision, ".jsonl"));
+    auto trained = RunCommand(absl::StrCat(
+        kExec, " run ", plan, " --model ", kModel, " --data ", kData,
+        " --iterations 200 --optimizer adamw --lr 0.003 --lr-schedule cosine "
+        "--warmup-iterations 10 --min-lr 0.0003 --clip-grad-norm 1 --devices cpu:2x64MiB "
+        "--metrics ", metrics));
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    const std::vector<nlohmann::json> m = ReadMetrics(metrics);
+    ASSERT_EQ(m.size(), 200u);
+    first[precision] = m[0]["loss"].get<double>();
+    double sum = 0;
+    for (size_t i = 190; i < 200; ++i) sum += m[i]["loss"].get<double>();
+    last[precision] = sum / 10;
+  }
+  std::cout << "fp32: " << first["fp32"] << " -> " << last["fp32"] << "; bf16: " << first["bf16"]
+            << " -> " << last["bf16"] << "\n";
+  EXPECT_LT(last["fp32"], first["fp32"] / 2);
+  EXPECT_LT(last["bf16"], first["bf16"] / 2);
+  EXPECT_LE(std::abs(last["bf16"] - last["fp32"]), 0.02 * last["fp32"]);
 }
 
 // BatchNorm in eval mode normalizes by its running statistics: the
