@@ -2,7 +2,7 @@
 // runtime, and the limits. Run it with scripts/bench.sh.
 //
 //   harmony-bench [--quick] [--runs 3] [--out-dir docs/bench]
-//                 [--sections link,schedules,denormals,clipping,overhead,optimizer,planner,external,world]
+//                 [--sections link,schedules,denormals,clipping,precision,overhead,optimizer,planner,external,world]
 //                 [--flush-denormal on|off]
 //   harmony-bench --report-only [--out-dir docs/bench]
 //
@@ -35,7 +35,7 @@ using nlohmann::json;
 namespace {
 
 constexpr char kAllSections[] =
-    "link,schedules,denormals,clipping,overhead,optimizer,planner,external,world";
+    "link,schedules,denormals,clipping,precision,overhead,optimizer,planner,external,world";
 
 // Adds a section's checks to the run's list.
 void TakeChecks(json& section, json& checks) {
@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
     results[name] = *std::move(section);
   };
   double emulated_link = 0;
-  if (wanted("link") || wanted("schedules") || wanted("denormals") || wanted("clipping")) {
+  if (wanted("link") || wanted("schedules") || wanted("denormals") || wanted("clipping") ||
+      wanted("precision")) {
     record("link_balance", harmony::bench::MeasureLinkBalance(options, flop_per_byte));
     if (results.contains("link_balance")) {
       emulated_link = results["link_balance"]["emulated_link_bytes_per_s"].get<double>();
@@ -200,6 +201,9 @@ int main(int argc, char** argv) {
   }
   if (wanted("clipping") && emulated_link > 0) {
     record("clipping", harmony::bench::BenchClipping(options, emulated_link));
+  }
+  if (wanted("precision") && emulated_link > 0) {
+    record("precision", harmony::bench::BenchPrecision(options, emulated_link));
   }
   if (wanted("overhead")) record("overhead", harmony::bench::BenchOverhead(options));
   if (wanted("optimizer")) record("optimizer", harmony::bench::BenchOptimizer(options));

@@ -271,6 +271,53 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
     md += "\n";
   }
 
+  if (results.contains("precision")) {
+    const json& p = results["precision"];
+    const json& f = p["cpu_features"];
+    absl::StrAppendFormat(
+        &md,
+        "## Mixed precision\n\n"
+        "Harmony's fp32 plan and bf16 plan (harmony-plan --precision bf16: bf16 weights and "
+        "gradients on the devices and the link, autocast compute, fp32 masters and optimizer "
+        "on the host) of each model on 2 devices of a quarter of its fp32 weights, each searched "
+        "for its precision, and a bf16 plan pinned to the fp32 plan's mode, microbatch and packs; "
+        "rounds of the three in turn, speeds paired within a round. On %s (avx512_bf16: %s, "
+        "amx_bf16: %s).\n\n"
+        "| model | link | precision | plan | host link / iteration | samples/s | simulated "
+        "error | compute ÷ profile | bytes ÷ fp32 | speed ÷ fp32 |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n",
+        p["cpu_model"].get<std::string>(), f["avx512_bf16"].get<bool>() ? "yes" : "no",
+        f["amx_bf16"].get<bool>() ? "yes" : "no");
+    for (const json& c : p["configs"]) {
+      const std::string link = absl::StrCat(
+          Bytes(c["emulated_link_bytes_per_s"].get<double>()), "/s");
+      if (c.contains("skipped")) {
+        absl::StrAppendFormat(&md, "| %s | %s | | not planned: %s | | | | | | |\n",
+                              c["model"].get<std::string>(), link,
+                              c["skipped"].get<std::string>());
+        continue;
+      }
+      for (const json& r : c["runs"]) {
+        const std::string name = r.value("name", r["precision"].get<std::string>());
+        const bool fp32 = name == "fp32";
+        const bool pinned = name != "fp32" && name != "bf16";
+        const double f0 = c["runs"][0]["host_link_bytes"].get<double>();
+        absl::StrAppendFormat(
+            &md, "| %s | %s | %s | %s, u %d | %s | %.1f | %+.0f%% | %.2f | %s | %s |\n",
+            c["model"].get<std::string>(), link, name, r["mode"].get<std::string>(),
+            r["backward_microbatch"].get<int>(),
+            Bytes(r["host_link_bytes"].get<double>()), r["samples_per_s"].get<double>(),
+            100 * r["simulator_error"].get<double>(), r["compute_ratio"].get<double>(),
+            fp32 ? "" : absl::StrFormat("%.2fx", r["host_link_bytes"].get<double>() / f0),
+            fp32 ? ""
+                 : absl::StrFormat("%.2fx", (pinned ? c["same_schedule_speed_bf16_over_fp32"]
+                                                    : c["speed_bf16_over_fp32"])
+                                                .get<double>()));
+      }
+    }
+    md += "\n";
+  }
+
   // --- 4.
   if (results.contains("overhead")) {
     const json& o = results["overhead"];

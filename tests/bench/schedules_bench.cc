@@ -65,6 +65,7 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
   const Stats seconds = Summarize(run.seconds);
   nlohmann::json r;
   r["schedule"] = schedule;
+  r["precision"] = made.plan.config().precision() == proto::BF16 ? "bf16" : "fp32";
   r["emulated"] = link > 0;
   r["host_link_bytes_per_s"] = link;
   r["backward_microbatch"] = made.plan.config().backward_microbatch();

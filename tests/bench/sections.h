@@ -78,6 +78,15 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& options,
 absl::StatusOr<nlohmann::json> BenchClipping(const BenchOptions& options,
                                              double emulated_link);
 
+// Precision side by side: the bench's models on 2 devices of a quarter of
+// the fp32 weights, Harmony's fp32 plan and bf16 plan (harmony-plan
+// --precision), over the emulated link and (gpt) a link a quarter as fast;
+// rounds of both in turn: host-link bytes per iteration, samples/s, the
+// simulator's error, the runtime's compute over the profile's, and the
+// CPU's bf16 features.
+absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& options,
+                                              double emulated_link);
+
 // The multi-server row: a world of 2 servers on loopback (a
 // runtime each, one device and one core each) against one server alone,
 // simulated against measured, bytes sent per server per iteration against

@@ -77,7 +77,8 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
-                                             int max_microbatch, int threads_per_device) {
+                                             int max_microbatch, int threads_per_device,
+                                             bool bf16) {
   planner::ProfilerOptions p;
   p.threads_per_device = threads_per_device;
   p.devices.kind = common::DeviceSpec::Kind::kCpu;
@@ -86,6 +87,7 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   p.max_microbatch = max_microbatch;
   p.repeats = 3;
   p.flush_denormal = common::CallingThreadFlushesDenormal();  // The bench's policy.
+  p.bf16 = bf16;
   return planner::ProfileModel(model_path, data, p);
 }
 

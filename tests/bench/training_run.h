@@ -47,10 +47,12 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 // `max_microbatch`, medians of 3 timings, each device on
 // `threads_per_device` intra-op threads (0: its share of the cores, as the
 // runtime's default), under the calling thread's denormal policy (recorded
-// in the profile; the runtime then takes it from the plan).
+// in the profile; the runtime then takes it from the plan); in bf16 for a
+// bf16 plan when `bf16`.
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
-                                             int max_microbatch, int threads_per_device = 0);
+                                             int max_microbatch, int threads_per_device = 0,
+                                             bool bf16 = false);
 
 // Parameter and buffer bytes; gradient bytes.
 uint64_t WeightBytes(const proto::ProfileFile& profile);
