@@ -277,6 +277,7 @@ class CudaDevice : public Device {
   at::Generator generator() override { return at::cuda::detail::getDefaultCUDAGenerator(gpu_); }
 
   bool wants_pinned_host() const override { return true; }
+  c10::DeviceType type() const override { return c10::DeviceType::CUDA; }
 
  private:
   const c10::DeviceIndex gpu_;

@@ -103,6 +103,9 @@ class Device {
   // Whether host tensors that cross to this device should be in pinned
   // memory (copies from it overlap compute).
   virtual bool wants_pinned_host() const { return false; }
+  // Where its tensors live: the autocast a bf16 plan computes under
+  // (common/autocast.h).
+  virtual c10::DeviceType type() const { return c10::DeviceType::CPU; }
 
   Stream& weights() { return weights_; }
   Stream& copy_in() { return copy_in_; }

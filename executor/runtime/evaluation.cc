@@ -198,7 +198,7 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
             }
             in.push_back(it->second);
           }
-          common::Autocast autocast(setup_.bf16);
+          common::Autocast autocast(setup_.bf16, dev.type());
           absl::StatusOr<std::vector<c10::IValue>> outs = [&] {
             if (!v.uses_rng) return dec.Run(k, w->params[k - range.begin],
                                             w->buffers[k - range.begin], in);
@@ -245,7 +245,7 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
               counters.data_in += rows.nbytes();
             }
           }
-          std::optional<common::Autocast> autocast(std::in_place, setup_.bf16);
+          std::optional<common::Autocast> autocast(std::in_place, setup_.bf16, dev.type());
           HARMONY_ASSIGN_OR_RETURN(
               at::Tensor loss, common::LossFromOutput(out->second.toTensor(), targets,
                                                       takes_targets, setup_.loss_kind));

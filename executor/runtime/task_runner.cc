@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
                                                    const std::vector<c10::IValue>& in,
                                                    int offset) {
   const std::vector<at::Tensor>& params = w.params[k - w.range.begin];
-  common::Autocast autocast(options.bf16.value_or(false));
+  common::Autocast autocast(options.bf16.value_or(false), devices[d]->type());
   if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
   std::lock_guard<std::mutex> lock(rng_mu);
   at::Generator gen = devices[d]->generator();
@@ -203,7 +203,8 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
         }
         // The loss under the same autocast as the vLayers (cross-entropy in
         // fp32 on bf16 logits).
-        std::optional<common::Autocast> autocast(std::in_place, options.bf16.value_or(false));
+        std::optional<common::Autocast> autocast(std::in_place, options.bf16.value_or(false),
+                                                 devices[d]->type());
         HARMONY_ASSIGN_OR_RETURN(
             at::Tensor loss,
             common::LossFromOutput(out.toTensor(), targets, takes_targets(), loss_kind));
