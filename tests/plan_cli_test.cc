@@ -127,6 +127,42 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_NE(simulated.output.find(expected_time), std::string::npos)
       << simulated.output << " vs " << expected_time;
 
+  EXPECT_NE(inspected.output.find("  precision: fp32\n"), std::string::npos) << inspected.output;
+  EXPECT_EQ(read->config().precision(), proto::FP32);
+
+  // A bf16 plan: profiled in bf16, half the parameter bytes on the devices,
+  // the fp32 masters' on the host; said by inspect. An fp32 profile asked
+  // for bf16 is refused, naming both.
+  auto bf16_profiled = RunCommand(absl::StrCat(
+      kPlan, " profile ", Tmp("p.pt"), " --sample-input ", Tmp("p_data.pt"),
+      " --devices cpu:2x64MiB --max-microbatch 8 --repeats 1 --precision bf16 --profile-out ",
+      Tmp("p16.json")));
+  ASSERT_EQ(bf16_profiled.exit_code, 0) << bf16_profiled.output;
+  auto bf16_planned = RunCommand(absl::StrCat(kPlan, " ", Tmp("p.pt"), " --profile ",
+                                              Tmp("p16.json"), " --gpus 2 --device-memory 400KiB "
+                                              "--minibatch 16 -o ", Tmp("p16.pb")));
+  ASSERT_EQ(bf16_planned.exit_code, 0) << bf16_planned.output;
+  absl::StatusOr<proto::Plan> bf16 = common::ReadPlanFile(Tmp("p16.pb"));
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->config().precision(), proto::BF16);
+  EXPECT_EQ(bf16->profile().precision(), proto::BF16);
+  for (int k = 0; k < bf16->profile().vlayers_size(); ++k) {
+    const proto::VLayerProfile& v16 = bf16->profile().vlayers(k);
+    const proto::VLayerProfile& v32 = read->profile().vlayers(k);
+    EXPECT_EQ(2 * v16.parameter_bytes(), v32.parameter_bytes()) << "vLayer " << k;
+    EXPECT_EQ(v16.host_parameter_bytes(), v32.parameter_bytes()) << "vLayer " << k;
+    EXPECT_EQ(v16.optimizer_state_bytes(), v32.optimizer_state_bytes()) << "vLayer " << k;
+  }
+  auto bf16_inspected = RunCommand(absl::StrCat(kPlan, " inspect ", Tmp("p16.pb")));
+  EXPECT_NE(bf16_inspected.output.find("  precision: bf16 ("), std::string::npos)
+      << bf16_inspected.output;
+  auto mismatch = RunCommand(absl::StrCat(kPlan, " ", Tmp("p.pt"), " --profile ", Tmp("p.json"),
+                                          " --precision bf16 --gpus 2 --device-memory 400KiB "
+                                          "--minibatch 16 -o ", Tmp("p16b.pb")));
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_NE(mismatch.output.find("was profiled in fp32, not --precision bf16"), std::string::npos)
+      << mismatch.output;
+
   // A profile of another model is refused.
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("other.pt"), "other").ok());
   auto other = RunCommand(absl::StrCat(kPlan, " ", Tmp("other.pt"), " --profile ",
