@@ -99,6 +99,7 @@ std::string FromEnvironment(const char* name, const std::string& otherwise) {
 struct Common {
   std::string address = FromEnvironment("HARMONY_ADDRESS", kDefaultAddress);
   std::string token_file = FromEnvironment("HARMONY_TOKEN_FILE", "");
+  std::string state_dir = FromEnvironment("HARMONY_STATE_DIR", "");
   std::string tls_ca;
   bool json = false;
 };
@@ -110,7 +111,11 @@ void AddCommon(po::options_description& flags, Common& c) {
       ("address", po::value(&c.address)->default_value(c.address),
        "the daemon, host:port (default: $HARMONY_ADDRESS, else 127.0.0.1:7770)")
       ("token-file", po::value(&c.token_file),
-       "a file holding the daemon's token (default: $HARMONY_TOKEN_FILE)")
+       "a file holding the daemon's token (default: $HARMONY_TOKEN_FILE, else the token "
+       "in --state-dir)")
+      ("state-dir", po::value(&c.state_dir),
+       "the daemon's state directory, whose token file harmony-ctl reads (default: "
+       "$HARMONY_STATE_DIR, else ./harmony-state when it holds one)")
       ("tls-ca", po::value(&c.tls_ca),
        "speak TLS, trusting the daemon certificate signed by this CA (PEM)")
       ("json", po::bool_switch(&c.json), "print JSON for scripts");
@@ -120,9 +125,23 @@ void AddCommon(po::options_description& flags, Common& c) {
 absl::StatusOr<harmony::executor::ClientOptions> ClientOptionsOf(const Common& c) {
   harmony::executor::ClientOptions options;
   options.address = c.address;
-  if (!c.token_file.empty()) {
-    auto token = harmony::common::ReadFileToString(c.token_file);
-    if (!token.ok()) return token.status();
+  // The token: the file named, else the state directory's (the daemon's
+  // default, ./harmony-state, when it has one and no directory is named).
+  std::string token_file = c.token_file;
+  if (token_file.empty() && !c.state_dir.empty()) {
+    token_file = harmony::executor::TokenPathIn(c.state_dir);
+  } else if (token_file.empty()) {
+    const std::string local = harmony::executor::TokenPathIn("harmony-state");
+    if (::access(local.c_str(), R_OK) == 0) token_file = local;
+  }
+  if (!token_file.empty()) {
+    auto token = harmony::common::ReadFileToString(token_file);
+    if (!token.ok()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot read the daemon's token from ", token_file, " (", token.status().message(),
+          "): a user who may use the daemon is given the file (--token-file) or its group "
+          "(harmony-exec --token-group)"));
+    }
     options.token = std::string(absl::StripAsciiWhitespace(*token));
   }
   if (!c.tls_ca.empty()) {
@@ -257,7 +276,9 @@ int Submit(const std::vector<std::string>& args) {
       ("flush-denormal", po::value(&flush_denormal),
        "on | off: denormal floats flushed to zero on every thread that computes (default: "
        "as the plan was profiled; see the README's \"Denormal numbers\")")
-      ("out", po::value(&out), "write the trained model here (TorchScript)")
+      ("out", po::value(&out),
+       "write the trained model here (TorchScript); an existing file is refused")
+      ("overwrite", "let --out replace an existing file")
       ("checkpoint-interval", po::value(&checkpoint_interval),
        "a checkpoint every N iterations, at the end and on cancel (default 0: none); "
        "a job with checkpoints killed with the daemon resumes when it restarts")
@@ -292,6 +313,7 @@ int Submit(const std::vector<std::string>& args) {
   hidden.add_options()("plan", po::value(&plan_path));
   po::positional_options_description pos;
   pos.add("plan", 1);
+  bool overwrite = false;  // --overwrite, or the config's "overwrite".
   po::variables_map vm;
   int code = 0;
   if (!Parse(args, flags, hidden, pos, vm, &code)) return code;
@@ -316,6 +338,7 @@ int Submit(const std::vector<std::string>& args) {
     config->Get("precision", &precision);
     config->GetPath("tensorboard", &tensorboard_dir);
     config->GetPath("out", &out);
+    config->Get("overwrite", &overwrite);
     config->Get("checkpoint_interval", &checkpoint_interval);
     config->Get("checkpoint_minutes", &checkpoint_minutes);
     config->Get("keep_checkpoints", &keep_checkpoints);
@@ -387,6 +410,7 @@ int Submit(const std::vector<std::string>& args) {
   if (!recipe.eval_data.empty()) recipe.eval_data = AbsolutePath(recipe.eval_data);
   harmony::executor::ToProto(recipe, o);
   request.set_output_path(AbsolutePath(out));
+  request.set_overwrite(overwrite || vm.count("overwrite") > 0);
   request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));
   if (checkpoint_minutes < 0 || keep_checkpoints < 1) {
     std::cerr << "harmony-ctl: --checkpoint-minutes must be >= 0 and --keep-checkpoints >= 1\n";

@@ -76,13 +76,19 @@ int Serve(const std::vector<std::string>& args) {
       ("help,h", "show this help")
       ("config", po::value(&config_path), "daemon settings in a JSON file")
       ("listen", po::value(&options.listen),
-       "host:port to serve on (default 127.0.0.1:7770; port 0 picks one). Other than "
-       "loopback needs --auth-token-file")
+       "host:port to serve on (default 127.0.0.1:7770; port 0 picks one)")
       ("devices", po::value(&devices_text), "the devices jobs run on (default cpu:4x2GiB)")
       ("state-dir", po::value(&options.state_dir),
        "job records, logs, plans, checkpoints (default ./harmony-state)")
       ("auth-token-file", po::value(&options.auth_token_file),
-       "every call must carry the token in this file")
+       "every call must carry the token in this file (default: the daemon's own, "
+       "STATE/token, made at its first start, readable only by this account; daemons of "
+       "one world are all given the same file)")
+      ("token-group", po::value(&options.token_group),
+       "make STATE/token readable by this group too (mode 0640)")
+      ("no-auth",
+       "no token on loopback: every local user may submit, cancel and read every job "
+       "(a single-user machine)")
       ("tls-cert", po::value(&options.tls_cert_file), "TLS certificate (PEM)")
       ("tls-key", po::value(&options.tls_key_file), "TLS private key (PEM)")
       ("peer-ca", po::value(&options.peer_ca_file),
@@ -106,6 +112,8 @@ int Serve(const std::vector<std::string>& args) {
     config->Get("devices", &devices_text);
     config->GetPath("state_dir", &options.state_dir);
     config->GetPath("auth_token_file", &options.auth_token_file);
+    config->Get("token_group", &options.token_group);
+    config->Get("no_auth", &options.no_auth);
     config->GetPath("tls_cert", &options.tls_cert_file);
     config->GetPath("tls_key", &options.tls_key_file);
     config->GetPath("peer_ca", &options.peer_ca_file);
@@ -115,6 +123,7 @@ int Serve(const std::vector<std::string>& args) {
     if (absl::Status s = config->Finish(); !s.ok()) return Fail(s);
   }
   po::notify(vm);  // Flags given on the command line win over the file.
+  options.no_auth = options.no_auth || vm.count("no-auth") > 0;
   auto devices = harmony::common::ParseDeviceSpec(devices_text);
   if (!devices.ok()) return Fail(devices.status());
   options.devices = *devices;
@@ -146,8 +155,12 @@ int Serve(const std::vector<std::string>& args) {
   options.log(absl::StrCat(
       "harmony-exec listening on ", (*daemon)->address(), " (devices ", devices->ToString(),
       ", state dir ", options.state_dir,
-      options.auth_token_file.empty() ? "" : ", token required",
+      (*daemon)->token_file().empty() ? ", no token"
+                                      : absl::StrCat(", token in ", (*daemon)->token_file()),
       options.tls_cert_file.empty() ? "" : ", TLS", ")"));
+  if ((*daemon)->token_file().empty()) {
+    options.log("warning: --no-auth: every local user can submit, cancel and read every job");
+  }
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   options.log(absl::StrCat("stopping (", signal_number == SIGINT ? "SIGINT" : "SIGTERM",

@@ -90,7 +90,12 @@ daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
 address=$(listening_address "$daemon" "$out/daemon.log")
 head -1 "$out/daemon.log"
-ctl() { bazel-bin/executor/harmony-ctl "$@" --address "$address"; }
+# The daemon made its token in its state directory (mode 0600): harmony-ctl
+# reads it from there.
+ctl() {
+  bazel-bin/executor/harmony-ctl "$@" --address "$address" --state-dir "$out/harmony-state"
+}
+rm -f "$out/gpt_daemon.pt" "$out/gpt_world.pt"
 job=$(ctl submit --config configs/demo-job.json "$out/gpt.plan.pb" --model "$out/gpt.pt" \
   --data "$out/gpt_data.pt" --out "$out/gpt_daemon.pt")
 echo "submitted $job"
@@ -112,15 +117,19 @@ bazel-bin/planner/harmony-plan "$out/gpt.pt" --sample-input "$out/gpt_data.pt" -
 daemons=()
 addresses=()
 trap 'kill "${daemons[@]}" 2>/dev/null || true' EXIT
+# Daemons of one world share a token: each is given the same file.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$out/world-token")
 for rank in 0 1; do
   rm -rf "$out/world-state-$rank"
   bazel-bin/executor/harmony-exec --listen 127.0.0.1:0 --devices cpu:2x2MiB \
-    --state-dir "$out/world-state-$rank" >"$out/world-daemon-$rank.log" 2>&1 &
+    --state-dir "$out/world-state-$rank" --auth-token-file "$out/world-token" \
+    >"$out/world-daemon-$rank.log" 2>&1 &
   daemons+=($!)
   address=$(listening_address "${daemons[$rank]}" "$out/world-daemon-$rank.log")
   addresses+=("$address")
 done
 world="${addresses[0]},${addresses[1]}"
+export HARMONY_TOKEN_FILE="$out/world-token"
 bazel-bin/executor/harmony-ctl --address "${addresses[0]}" submit "$out/gpt_world.plan.pb" \
   --model "$out/gpt.pt" --data "$out/gpt_data.pt" --iterations 10 --optimizer adamw \
   --lr 0.003 --out "$out/gpt_world.pt" --world "$world" --shard-optimizer-state --wait

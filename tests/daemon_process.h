@@ -74,9 +74,15 @@ class Daemon {
     return code_;
   }
 
+  // harmony-ctl with `args` against this daemon, with its token (unless
+  // `args` names one).
   std::string Ctl(const std::string& args) const {
-    return absl::StrCat(kCtlBinary, " ", args, " --address ", address_);
+    const bool own_token = args.find("--token-file") == std::string::npos && !token_file_.empty();
+    return absl::StrCat(kCtlBinary, " ", args, " --address ", address_,
+                        own_token ? absl::StrCat(" --token-file ", token_file_) : "");
   }
+  // The file holding its token; empty with --no-auth.
+  const std::string& token_file() const { return token_file_; }
 
  private:
   Daemon() = default;
@@ -90,12 +96,20 @@ class Daemon {
       absl::MutexLock lock(&mu_);
       output_.append(buffer, n);
       const size_t at = output_.find(marker);
-      if (!ready_.HasBeenNotified() && at != std::string::npos) {
-        const size_t end = output_.find(' ', at + marker.size());
-        if (end != std::string::npos) {
-          address_ = output_.substr(at + marker.size(), end - at - marker.size());
-          ready_.Notify();
+      const size_t line_end = at == std::string::npos ? at : output_.find('\n', at);
+      if (!ready_.HasBeenNotified() && line_end != std::string::npos) {
+        const std::string line = output_.substr(at, line_end - at);
+        const size_t end = line.find(' ', marker.size());
+        address_ = line.substr(marker.size(), end - marker.size());
+        // "..., token in STATE/token, ..." or "...)".
+        const std::string token_marker = ", token in ";
+        const size_t token = line.find(token_marker);
+        if (token != std::string::npos) {
+          const size_t from = token + token_marker.size();
+          const size_t to = line.find_first_of(",)", from);
+          token_file_ = line.substr(from, to - from);
         }
+        ready_.Notify();
       }
     }
     close(fd_);
@@ -107,6 +121,7 @@ class Daemon {
   std::thread reader_;
   absl::Notification ready_;
   std::string address_;
+  std::string token_file_;
   mutable absl::Mutex mu_;
   std::string output_;
   bool exited_ = false;

@@ -9,11 +9,14 @@
 // configs in configs/.
 
 #include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -22,6 +25,7 @@
 
 #include <torch/script.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -46,12 +50,31 @@ const char kPlan[] = "planner/harmony-plan";
 const char kExec[] = "executor/harmony-exec";
 const char kCtl[] = "executor/harmony-ctl";
 
-std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// A directory of this run's own: outputs of an earlier run (Bazel keeps
+// the test's temporary directory) are not in the way of a daemon that
+// refuses to overwrite them.
+std::string Tmp(const std::string& name) {
+  static const std::string* dir = [] {
+    auto* d = new std::string(::testing::TempDir() + "/run-" + std::to_string(getpid()));
+    std::filesystem::create_directories(*d);
+    return d;
+  }();
+  return *dir + "/" + name;
+}
 
 executor::ClientOptions ClientFor(const Daemon& d) {
   executor::ClientOptions o;
   o.address = d.address();
+  if (!d.token_file().empty()) {
+    o.token = std::string(absl::StripAsciiWhitespace(*common::ReadFileToString(d.token_file())));
+  }
   return o;
+}
+
+// harmony-ctl against `d` without its token (or with `token_file`).
+std::string CtlAs(const Daemon& d, const std::string& args, const std::string& token_file = "") {
+  return absl::StrCat(testing::kCtlBinary, " ", args, " --address ", d.address(),
+                      token_file.empty() ? "" : " --token-file ", token_file);
 }
 
 class DaemonTest : public ::testing::Test {
@@ -294,10 +317,12 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   EXPECT_TRUE(absl::StrContains(r.output, "--min-lr 1 is above --lr 0.01")) << r.output;
   // Global flags before the command, as git and kubectl take them, and the
   // address from the environment.
-  r = RunCommand(absl::StrCat(kCtl, " --address ", d->address(), " --json list"));
+  r = RunCommand(absl::StrCat(kCtl, " --address ", d->address(), " --token-file ",
+                              d->token_file(), " --json list"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["jobs"].size(), 1u) << r.output;
-  r = RunCommand(absl::StrCat("HARMONY_ADDRESS=", d->address(), " ", kCtl, " status job-1"));
+  r = RunCommand(absl::StrCat("HARMONY_ADDRESS=", d->address(), " HARMONY_TOKEN_FILE=",
+                              d->token_file(), " ", kCtl, " status job-1"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "SUCCEEDED")) << r.output;
   r = RunCommand(absl::StrCat(kCtl, " --adress ", d->address(), " list"));
@@ -528,11 +553,107 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
   EXPECT_TRUE(absl::StrContains(host.message(), "this daemon has 1.00 KiB")) << host.message();
 }
 
+// With its defaults a daemon makes a token at its first start, readable
+// only by its account, and answers nothing without it: a second local user
+// (no token, or a token file of their own) is UNAUTHENTICATED. harmony-ctl
+// finds the token in the state directory; a restart keeps it; --no-auth
+// (loopback only) serves anyone, with a warning.
+TEST_F(DaemonTest, ATokenByDefault) {
+  const std::string state = Tmp("auth");
+  auto d = Daemon::Start(StartFlags("auth", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  EXPECT_EQ(d->token_file(), state + "/token");
+  struct stat st;
+  ASSERT_EQ(stat(d->token_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string token(absl::StripAsciiWhitespace(*common::ReadFileToString(d->token_file())));
+  EXPECT_EQ(token.size(), 64u);
+
+  auto r = RunCommand(CtlAs(*d, "list"));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "needs its token")) << r.output;
+  r = RunCommand(CtlAs(*d, "submit " + Tmp("plan2.pb") + " --model " + Tmp("g.pt") +
+                            " --data " + Tmp("g_data.pt") + " --iterations 2"));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("mine"), std::string(64, 'a')).ok());
+  r = RunCommand(CtlAs(*d, "cancel job-1", Tmp("mine")));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "wrong token")) << r.output;
+  auto client = executor::ExecutorClient::Create([&] {
+    executor::ClientOptions o;
+    o.address = d->address();
+    return o;
+  }());
+  EXPECT_EQ(client->ListJobs().status().code(), absl::StatusCode::kUnauthenticated);
+
+  // harmony-ctl with the state directory (or HARMONY_STATE_DIR).
+  r = RunCommand(CtlAs(*d, "list --state-dir " + state));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand("HARMONY_STATE_DIR=" + state + " " + CtlAs(*d, "list"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // A state directory it cannot read the token from says what to do.
+  r = RunCommand(CtlAs(*d, "list --state-dir " + Tmp("nowhere")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.output, "cannot read the daemon's token")) << r.output;
+
+  // Restarted, it keeps its token.
+  d->Signal(SIGTERM);
+  d->Wait();
+  d = Daemon::Start(StartFlags("auth", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  EXPECT_EQ(std::string(absl::StripAsciiWhitespace(*common::ReadFileToString(d->token_file()))),
+            token);
+  d->Signal(SIGTERM);
+  d->Wait();
+
+  // --token-group: the group may read it too.
+  struct group* g = getgrgid(getgid());
+  ASSERT_NE(g, nullptr);
+  auto grouped = Daemon::Start(absl::StrCat(StartFlags("auth_group", "cpu:2x1MiB"),
+                                            " --token-group ", g->gr_name));
+  ASSERT_FALSE(grouped->address().empty()) << grouped->output();
+  ASSERT_EQ(stat(grouped->token_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, g->gr_gid);
+  auto no_group = Daemon::Start(absl::StrCat(StartFlags("auth_nogroup", "cpu:2x1MiB"),
+                                             " --token-group no-such-group-here"));
+  EXPECT_EQ(no_group->Wait(), 1);
+  EXPECT_TRUE(absl::StrContains(no_group->output(), "no-such-group-here: no such group"))
+      << no_group->output();
+
+  // --no-auth: anyone on this machine, and the log says so.
+  auto open = Daemon::Start(absl::StrCat(StartFlags("auth_open", "cpu:2x1MiB"), " --no-auth"));
+  ASSERT_FALSE(open->address().empty()) << open->output();
+  EXPECT_TRUE(open->token_file().empty());
+  EXPECT_EQ(RunCommand(CtlAs(*open, "list")).exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(open->output(), "warning: --no-auth")) << open->output();
+  EXPECT_FALSE(std::filesystem::exists(Tmp("auth_open") + "/token"));
+}
+
+// --out never replaces a file unless the job says --overwrite: the
+// daemon's account may write where its caller may not (its ~/.bashrc).
+TEST_F(DaemonTest, AnExistingOutputIsLeftAlone) {
+  auto d = Daemon::Start(StartFlags("overwrite", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  const std::string precious = Tmp("precious.txt");
+  ASSERT_TRUE(common::WriteFileAtomically(precious, "export PATH=/usr/bin\n").ok());
+  auto r = RunCommand(Submit(*d, "plan2", "--iterations 2 --wait --out " + precious));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "precious.txt exists; it is left as it is")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--overwrite")) << r.output;
+  EXPECT_EQ(*common::ReadFileToString(precious), "export PATH=/usr/bin\n");
+  EXPECT_FALSE(absl::StrContains(RunCommand(d->Ctl("list")).output, "job-")) << "admitted";
+  // Said so, it is replaced by the trained model.
+  r = RunCommand(Submit(*d, "plan2", "--iterations 2 --wait --overwrite --out " + precious));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NO_THROW(torch::jit::load(precious));
+}
+
 TEST_F(DaemonTest, TokensAndTls) {
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("token"), "s3cret\n").ok());
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("wrong_token"), "guess").ok());
   // Not loopback and no token: refused before listening.
-  auto open = Daemon::Start("--listen 0.0.0.0:0 --devices cpu:1x1MiB --state-dir " +
+  auto open = Daemon::Start("--listen 0.0.0.0:0 --no-auth --devices cpu:1x1MiB --state-dir " +
                             Tmp("open"));
   EXPECT_EQ(open->Wait(), 1);
   EXPECT_TRUE(absl::StrContains(open->output(), "without a token")) << open->output();
@@ -547,9 +668,10 @@ TEST_F(DaemonTest, TokensAndTls) {
                                       " --tls-key ", Tmp("key.pem")));
   ASSERT_FALSE(d->address().empty()) << d->output();
   const std::string tls = absl::StrCat(" --tls-ca ", Tmp("cert.pem"));
-  r = RunCommand(d->Ctl("list" + tls));
+  EXPECT_EQ(d->token_file(), Tmp("token"));
+  r = RunCommand(CtlAs(*d, "list" + tls));
   EXPECT_EQ(r.exit_code, 5) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "needs a token")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "needs its token")) << r.output;
   r = RunCommand(d->Ctl(absl::StrCat("list", tls, " --token-file ", Tmp("wrong_token"))));
   EXPECT_EQ(r.exit_code, 5) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "wrong token")) << r.output;

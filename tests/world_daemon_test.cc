@@ -9,6 +9,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +19,8 @@
 
 #include <torch/script.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decomposer.h"
@@ -36,7 +41,17 @@ const char kZoo[] = "zoo/harmony-zoo";
 const char kPlan[] = "planner/harmony-plan";
 const char kExec[] = "executor/harmony-exec";
 
-std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// A directory of this run's own: outputs of an earlier run (Bazel keeps
+// the test's temporary directory) are not in the way of a daemon that
+// refuses to overwrite them.
+std::string Tmp(const std::string& name) {
+  static const std::string* dir = [] {
+    auto* d = new std::string(::testing::TempDir() + "/run-" + std::to_string(getpid()));
+    std::filesystem::create_directories(*d);
+    return d;
+  }();
+  return *dir + "/" + name;
+}
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -64,10 +79,18 @@ class WorldDaemonTest : public ::testing::Test {
   static std::vector<std::unique_ptr<Daemon>> StartDaemons(int n, const std::string& name,
                                                            const std::string& flags = "") {
     std::vector<std::unique_ptr<Daemon>> out;
+    // Daemons of one world share their token.
+    const std::string token = Tmp("world_token");
+    if (!std::filesystem::exists(token)) {
+      EXPECT_TRUE(common::WriteFileAtomically(token, "one world's token\n").ok());
+    }
+    const std::string shared = absl::StrContains(flags, "--auth-token-file")
+                                   ? ""
+                                   : absl::StrCat(" --auth-token-file ", token);
     for (int r = 0; r < n; ++r) {
       out.push_back(Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x1MiB "
                                                "--state-dir ", Tmp(absl::StrCat(name, r)), " ",
-                                               flags)));
+                                               flags, shared)));
       EXPECT_FALSE(out.back()->address().empty()) << out.back()->output();
     }
     return out;
@@ -80,16 +103,19 @@ class WorldDaemonTest : public ::testing::Test {
   }
 
   static std::string Submit(const std::vector<std::unique_ptr<Daemon>>& daemons,
-                            const std::string& flags) {
-    return daemons[0]->Ctl(absl::StrCat("submit ", Tmp("m8.pb"), " --model ", Tmp("m.pt"),
-                                        " --data ", Tmp("m_data.pt"), " --world ",
-                                        WorldOf(daemons), " ", flags));
+                            const std::string& flags, bool with_token = true) {
+    const std::string args =
+        absl::StrCat("submit ", Tmp("m8.pb"), " --model ", Tmp("m.pt"), " --data ",
+                     Tmp("m_data.pt"), " --world ", WorldOf(daemons), " ", flags);
+    if (with_token) return daemons[0]->Ctl(args);
+    return absl::StrCat(testing::kCtlBinary, " ", args, " --address ", daemons[0]->address());
   }
 
   // The job as its own daemon has it (not asking the peers).
   static proto::Job Local(const Daemon& d, const std::string& id) {
     executor::ClientOptions o;
     o.address = d.address();
+    o.token = std::string(absl::StripAsciiWhitespace(*common::ReadFileToString(d.token_file())));
     auto job = executor::ExecutorClient::Create(o)->GetJob(id, /*local_only=*/true);
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? *job : proto::Job();
@@ -258,7 +284,8 @@ TEST_F(WorldDaemonTest, TokensAndTlsBetweenDaemons) {
   const std::string auth =
       absl::StrCat(" --token-file ", Tmp("token"), " --tls-ca ", Tmp("cert.pem"));
   // Without the token: refused everywhere, nothing admitted.
-  r = RunCommand(Submit(daemons, absl::StrCat("--iterations 3 --tls-ca ", Tmp("cert.pem"))));
+  r = RunCommand(
+      Submit(daemons, absl::StrCat("--iterations 3 --tls-ca ", Tmp("cert.pem")), false));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Contains(r.output, "admitted on none")) << r.output;
   r = RunCommand(Submit(daemons, absl::StrCat("--iterations 1000000", auth)));
@@ -310,7 +337,8 @@ TEST_F(WorldDaemonTest, AWorldIsAdmittedEverywhereOrNowhere) {
       << r.output;
   // A peer that refuses it (its devices are too small for the plan).
   auto small = Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x64KiB "
-                                          "--state-dir ", Tmp("admit_small")));
+                                          "--state-dir ", Tmp("admit_small"),
+                                          " --auth-token-file ", Tmp("world_token")));
   r = RunCommand(daemons[0]->Ctl(absl::StrCat(job, daemons[0]->address(), ",",
                                               small->address())));
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -319,6 +347,17 @@ TEST_F(WorldDaemonTest, AWorldIsAdmittedEverywhereOrNowhere) {
   EXPECT_FALSE(Contains(r.output, "QUEUED")) << r.output;
   EXPECT_FALSE(Contains(r.output, "RUNNING")) << r.output;
   r = RunCommand(small->Ctl("list"));
+  EXPECT_FALSE(Contains(r.output, "job-")) << r.output;
+  // A daemon with a token of its own (its default) is not of this world.
+  auto other = Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x1MiB "
+                                          "--state-dir ", Tmp("admit_other")));
+  ASSERT_FALSE(other->address().empty()) << other->output();
+  r = RunCommand(daemons[0]->Ctl(absl::StrCat(job, daemons[0]->address(), ",",
+                                              other->address())));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, absl::StrCat("rank 1 (", other->address(), ")"))) << r.output;
+  EXPECT_TRUE(Contains(r.output, "the same --auth-token-file")) << r.output;
+  r = RunCommand(other->Ctl("list"));
   EXPECT_FALSE(Contains(r.output, "job-")) << r.output;
 }
 

@@ -8,6 +8,11 @@
 
 namespace harmony::executor {
 
+std::string TokenPathIn(const std::string& state_dir) {
+  return state_dir.empty() || state_dir.back() == '/' ? state_dir + "token"
+                                                       : state_dir + "/token";
+}
+
 struct ExecutorClient::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;

@@ -20,6 +20,10 @@
 
 namespace harmony::executor {
 
+// Where a daemon keeps its token by default: STATE/token
+// (executor/service/daemon_token.h makes it; harmony-ctl --state-dir reads it).
+std::string TokenPathIn(const std::string& state_dir);
+
 struct ClientOptions {
   std::string address = "127.0.0.1:7770";
   // Sent as "authorization: Bearer <token>" when not empty.

@@ -68,6 +68,9 @@ struct JobSpec {
   std::string tensorboard_dir;
   // The precision the submitter expects (true: bf16); unset: the plan's.
   std::optional<bool> bf16;
+  // output_path may replace an existing file; otherwise one is refused at
+  // submit, and at the end if it appeared meanwhile.
+  bool overwrite = false;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;
   // Schedules, clipping, weight-decay groups (resolved for `iterations`).
@@ -143,6 +146,7 @@ struct JobRecord {
   int64_t seq_len = 0;
   std::string tensorboard_dir;  // Where its event files are (resolved).
   bool bf16 = false;            // The plan trains in bf16.
+  bool overwrite = false;       // As JobSpec.
   std::string output_path;
   int64_t iterations = 0;
   optim::OptimizerOptions optimizer;

@@ -55,12 +55,17 @@ absl::Status CheckReadable(const std::string& what, const std::string& path) {
 // permission bits alone do not tell (root passes access(2) on /proc, where
 // no file can be made). Checked at admission, so no training is lost to a
 // bad path at the end.
-absl::Status CheckWritableOutput(const std::string& path) {
+absl::Status CheckWritableOutput(const std::string& path, bool overwrite) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("output ", path, " is a directory; give a file path (e.g. ", path,
                      "/model.pt)"));
+  }
+  if (!overwrite && std::filesystem::exists(path, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "output ", path, " exists; it is left as it is: name another file, or give --overwrite "
+        "to replace it"));
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
@@ -317,7 +322,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   if (!spec.recipe.eval_data.empty()) {
     HARMONY_RETURN_IF_ERROR(CheckReadable("evaluation data", spec.recipe.eval_data));
   }
-  if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableOutput(spec.output_path));
+  if (!spec.output_path.empty()) HARMONY_RETURN_IF_ERROR(CheckWritableOutput(spec.output_path, spec.overwrite));
   HARMONY_RETURN_IF_ERROR(CheckWorld(spec.world));
   // A checkpoint to start from: of this model, and short of the iterations.
   if (!spec.resume_from.empty()) {
@@ -350,6 +355,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   record.seq_len = spec.seq_len;
   record.tensorboard_dir = spec.tensorboard_dir;
   record.bf16 = plan_bf16;
+  record.overwrite = spec.overwrite;
   record.output_path = spec.output_path;
   record.iterations = spec.iterations;
   record.optimizer = spec.optimizer;

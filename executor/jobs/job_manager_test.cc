@@ -6,6 +6,8 @@
 #include "executor/jobs/job_manager.h"
 #include "executor/jobs/job_store.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -31,7 +33,17 @@ namespace {
 
 constexpr uint64_t kDeviceBytes = 64ull << 20;
 
-std::string Tmp(const std::string& name) { return testing::TempDir() + "/" + name; }
+// A directory of this run's own: outputs of an earlier run (Bazel keeps
+// the test's temporary directory) are not in the way of a daemon that
+// refuses to overwrite them.
+std::string Tmp(const std::string& name) {
+  static const std::string* dir = [] {
+    auto* d = new std::string(testing::TempDir() + "/run-" + std::to_string(getpid()));
+    std::filesystem::create_directories(*d);
+    return d;
+  }();
+  return *dir + "/" + name;
+}
 
 struct Model {
   std::string path;
@@ -169,6 +181,10 @@ TEST(JobManagerTest, TrainsAJobAndKeepsItsRecord) {
   auto logs = manager->Logs(submitted->job_id);
   ASSERT_TRUE(logs.ok());
   EXPECT_GE(logs->size(), 6u);  // 3 states, 3 iterations, the store.
+  // An existing output is refused unless the job says to overwrite it.
+  auto again = manager->Submit(spec);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+  spec.overwrite = true;
   // The same submission id returns the same job, without running it again.
   spec.submission_id = "abc";
   auto a = *manager->Submit(spec);

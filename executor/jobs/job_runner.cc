@@ -1,6 +1,7 @@
 // JobManager::Impl::Run: one job's training (see job_manager_impl.h).
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -347,8 +348,16 @@ void JobManager::Impl::Run(Job* job) {
       }
     }
     if (status.ok() && !spec.output_path.empty()) {
-      status = common::Annotate(runtime->SaveModel(spec.output_path),
-                                absl::StrCat("writing the trained model to ", spec.output_path));
+      std::error_code exists_error;
+      if (!spec.overwrite && std::filesystem::exists(spec.output_path, exists_error)) {
+        // It appeared after the submission: left as it is.
+        status = absl::AlreadyExistsError(absl::StrCat(
+            "the trained model was not written to ", spec.output_path,
+            ": the file appeared after the job was submitted (--overwrite replaces it)"));
+      } else {
+        status = common::Annotate(runtime->SaveModel(spec.output_path),
+                                  absl::StrCat("writing the trained model to ", spec.output_path));
+      }
       if (!status.ok()) {
         // Nothing trained is lost: the model is kept in the state directory.
         const std::string kept = store->KeptModelPath(spec.id);

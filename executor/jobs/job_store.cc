@@ -95,6 +95,7 @@ std::string JobRecordToJson(const JobRecord& r) {
          {"token_dtype", r.token_dtype},
          {"tensorboard_dir", r.tensorboard_dir},
          {"bf16", r.bf16},
+         {"overwrite", r.overwrite},
          {"seq_len", r.seq_len},
          {"output_path", r.output_path},
          {"iterations", r.iterations},
@@ -174,6 +175,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
     r.token_dtype = j.value("token_dtype", std::string());
     r.tensorboard_dir = j.value("tensorboard_dir", std::string());
     r.bf16 = j.value("bf16", false);
+    r.overwrite = j.value("overwrite", false);
     r.seq_len = j.value("seq_len", int64_t{0});
     r.output_path = j.at("output_path").get<std::string>();
     r.iterations = j.at("iterations").get<int64_t>();

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "executor/jobs/job_manager.h"
+#include "executor/service/daemon_token.h"
 #include "executor/service/service.h"
 
 namespace harmony::executor {
@@ -43,6 +44,7 @@ struct Daemon::Impl {
   std::unique_ptr<ExecutorService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
+  std::string token_file;
   bool shut_down = false;
 };
 
@@ -52,6 +54,8 @@ Daemon::~Daemon() { Shutdown(); }
 
 const std::string& Daemon::address() const { return impl_->address; }
 
+const std::string& Daemon::token_file() const { return impl_->token_file; }
+
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
   std::string host, port;
   if (!SplitHostPort(options.listen, &host, &port)) {
@@ -60,7 +64,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
   ServiceOptions service_options;
   service_options.max_model_bytes = options.max_message_bytes;
-  if (!options.auth_token_file.empty()) {
+  std::string token_file;
+  if (options.no_auth) {
+    if (!options.auth_token_file.empty()) {
+      return absl::InvalidArgumentError("--no-auth and --auth-token-file contradict: give one");
+    }
+    if (!IsLoopbackAddress(options.listen)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refusing to listen on ", options.listen,
+          " without a token (--no-auth): other machines could reach it. Leave --no-auth out, "
+          "or listen on 127.0.0.1"));
+    }
+  } else if (!options.auth_token_file.empty()) {
     HARMONY_ASSIGN_OR_RETURN(std::string token,
                              common::ReadFileToString(options.auth_token_file));
     service_options.auth_token = std::string(absl::StripAsciiWhitespace(token));
@@ -68,12 +83,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       return absl::InvalidArgumentError(
           absl::StrCat("token file ", options.auth_token_file, " is empty"));
     }
-  }
-  if (!IsLoopbackAddress(options.listen) && service_options.auth_token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "refusing to listen on ", options.listen,
-        " without a token: other machines could reach it. Give --auth-token-file, or listen "
-        "on 127.0.0.1"));
+    token_file = options.auth_token_file;
+  } else {
+    if (options.state_dir.empty()) {
+      return absl::InvalidArgumentError("no state directory given (its token file lives there)");
+    }
+    HARMONY_ASSIGN_OR_RETURN(service_options.auth_token,
+                             LoadOrCreateToken(options.state_dir, options.token_group));
+    token_file = TokenPathIn(options.state_dir);
   }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
@@ -98,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
 
   auto impl = std::make_unique<Impl>();
+  impl->token_file = token_file;
   JobManagerOptions jm;
   jm.devices = options.devices;
   jm.state_dir = options.state_dir;

@@ -26,7 +26,13 @@ struct DaemonOptions {
   common::DeviceSpec devices;
   std::string state_dir;
   // A file holding the token callers must present (whitespace trimmed).
+  // Empty: the daemon's own, STATE/token, made at its first start
+  // (daemon_token.h), unless no_auth.
   std::string auth_token_file;
+  // STATE/token readable by this group too (mode 0640).
+  std::string token_group;
+  // No token (loopback only): every local user can call the daemon.
+  bool no_auth = false;
   // PEM files; both or neither.
   std::string tls_cert_file;
   std::string tls_key_file;
@@ -47,8 +53,8 @@ bool IsLoopbackAddress(const std::string& address);
 
 class Daemon {
  public:
-  // Errors: InvalidArgument for bad options (a non-loopback address without
-  // a token, half a TLS pair, an empty token file); NotFound/... for files
+  // Errors: InvalidArgument for bad options (no_auth off loopback or with a
+  // token file, half a TLS pair, an empty token file); NotFound/... for files
   // that cannot be read; Unavailable when the address cannot be bound; the
   // job manager's errors for the devices and the state directory.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
@@ -57,6 +63,8 @@ class Daemon {
 
   // "host:port" actually bound.
   const std::string& address() const;
+  // The file holding the token callers need; empty with no_auth.
+  const std::string& token_file() const;
 
   // Stops taking calls, ends open watch streams, stops running jobs (they
   // are recorded FAILED "daemon stopped") and keeps queued jobs for the next

@@ -111,6 +111,7 @@ void ToProto(const JobRecord& r, proto::Job* out) {
   out->set_bf16(r.bf16);
   out->set_seq_len(r.seq_len);
   out->set_output_path(r.output_path);
+  out->set_overwrite(r.overwrite);
   out->set_iterations(static_cast<uint32_t>(r.iterations));
   ToProto(r.optimizer, out->mutable_optimizer());
   {
@@ -243,6 +244,7 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
         "[0, 1), epsilon >= 0");
   }
   spec.output_path = r.output_path();
+  spec.overwrite = r.overwrite();
   spec.checkpoint_interval = r.checkpoint_interval();
   spec.checkpoint_minutes = r.checkpoint_minutes();
   if (r.keep_checkpoints() > 0) spec.keep_checkpoints = static_cast<int>(r.keep_checkpoints());
@@ -348,14 +350,20 @@ absl::Status ExecutorService::Authenticate(const grpc::CallbackServerContext* co
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
-    return absl::UnauthenticatedError("this daemon needs a token (harmony-ctl --token-file)");
+    return absl::UnauthenticatedError(
+        "this daemon needs its token: harmony-ctl reads it with --state-dir (the daemon's state "
+        "directory) or --token-file");
   }
   const std::string given(it->second.data(), it->second.size());
   const std::string want = "Bearer " + options_.auth_token;
   // Compared in time independent of where they differ.
   unsigned char diff = given.size() == want.size() ? 0 : 1;
   for (size_t i = 0; i < given.size() && i < want.size(); ++i) diff |= given[i] ^ want[i];
-  if (diff != 0) return absl::UnauthenticatedError("wrong token");
+  if (diff != 0) {
+    return absl::UnauthenticatedError(
+        "wrong token: not this daemon's (daemons of one world are each given the same "
+        "--auth-token-file)");
+  }
   return absl::OkStatus();
 }
 
