@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -84,6 +85,10 @@ int Serve(const std::vector<std::string>& args) {
        "every call must carry the token in this file (default: the daemon's own, "
        "STATE/token, made at its first start, readable only by this account; daemons of "
        "one world are all given the same file)")
+      ("allow-path", po::value(&options.allowed_paths)->composing(),
+       "a directory under which jobs may name files (data, model, --out, --resume, "
+       "TensorBoard); repeat for several; / allows every path (default: the directory "
+       "harmony-exec starts in; its state directory always)")
       ("token-group", po::value(&options.token_group),
        "make STATE/token readable by this group too (mode 0640)")
       ("no-auth",
@@ -114,6 +119,9 @@ int Serve(const std::vector<std::string>& args) {
     config->GetPath("auth_token_file", &options.auth_token_file);
     config->Get("token_group", &options.token_group);
     config->Get("no_auth", &options.no_auth);
+    std::string allow_path;
+    config->GetPath("allow_path", &allow_path);
+    if (!allow_path.empty()) options.allowed_paths.push_back(allow_path);
     config->GetPath("tls_cert", &options.tls_cert_file);
     config->GetPath("tls_key", &options.tls_key_file);
     config->GetPath("peer_ca", &options.peer_ca_file);
@@ -161,6 +169,11 @@ int Serve(const std::vector<std::string>& args) {
   if ((*daemon)->token_file().empty()) {
     options.log("warning: --no-auth: every local user can submit, cancel and read every job");
   }
+  options.log(absl::StrCat(
+      "jobs may name files under ",
+      options.allowed_paths.empty() ? std::filesystem::current_path().string()
+                                    : absl::StrJoin(options.allowed_paths, ", "),
+      " and the state directory (--allow-path)"));
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   options.log(absl::StrCat("stopping (", signal_number == SIGINT ? "SIGINT" : "SIGTERM",

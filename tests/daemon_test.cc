@@ -125,7 +125,8 @@ class DaemonTest : public ::testing::Test {
   }
 
   static std::string StartFlags(const std::string& state, const std::string& devices) {
-    return absl::StrCat("--listen 127.0.0.1:0 --devices ", devices, " --state-dir ", Tmp(state));
+    return absl::StrCat("--listen 127.0.0.1:0 --devices ", devices, " --state-dir ", Tmp(state),
+                        " --allow-path ", ::testing::TempDir(), " --allow-path .");
   }
 
   // Blocks (no sleeping) until the job has reported iteration `iteration`.
@@ -304,7 +305,7 @@ TEST_F(DaemonTest, SubmitWaitTrainsTheSameModelAsARun) {
   EXPECT_TRUE(absl::StrContains(r.output, "eval loss")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "validation: ")) << r.output;
   // Evaluation data that is not there is refused at submission.
-  r = RunCommand(Submit(*d, "plan2", "--iterations 4 --eval-data /nonexistent/val.pt"));
+  r = RunCommand(Submit(*d, "plan2", "--iterations 4 --eval-data " + Tmp("nonexistent/val.pt")));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "evaluation data")) << r.output;
   // Bad values are refused at submission, naming the flag.
@@ -502,11 +503,11 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(out.output, "is not the one the plan was made for"))
       << out.output;
-  // An output that cannot be written is refused before any training (root
-  // passes permission checks on /proc, where no file can be made).
+  // An output outside the allowed paths is refused before any training (a
+  // directory that cannot be written: job_manager_test).
   out = RunCommand(Submit(*d, "plan2", "--iterations 1 --out /proc/x.pt"));
   EXPECT_EQ(out.exit_code, 1) << out.output;
-  EXPECT_TRUE(absl::StrContains(out.output, "output /proc/x.pt cannot be written")) << out.output;
+  EXPECT_TRUE(absl::StrContains(out.output, "--out /proc/x.pt is outside the paths")) << out.output;
   out = RunCommand(Submit(*d, "plan2", absl::StrCat("--iterations 1 --out ", Tmp(""))));
   EXPECT_EQ(out.exit_code, 1) << out.output;
   EXPECT_TRUE(absl::StrContains(out.output, "is a directory")) << out.output;
@@ -649,6 +650,36 @@ TEST_F(DaemonTest, AnExistingOutputIsLeftAlone) {
   EXPECT_NO_THROW(torch::jit::load(precious));
 }
 
+// A job names files only under the roots the operator allows (here the
+// test's directory and the working directory): /etc/passwd as data, an
+// output outside, a link inside that points outside are refused at submit,
+// naming the flag and the roots; the daemon keeps serving.
+TEST_F(DaemonTest, PathsOutsideTheAllowedRootsAreRefused) {
+  auto d = Daemon::Start(StartFlags("paths", "cpu:2x1MiB"));
+  ASSERT_FALSE(d->address().empty()) << d->output();
+  const std::string plan = Tmp("plan2.pb"), model = Tmp("g.pt");
+  auto submit = [&](const std::string& flags) {
+    return RunCommand(d->Ctl(absl::StrCat("submit ", plan, " --model ", model, " --iterations 2 ",
+                                          flags)));
+  };
+  auto r = submit("--data /etc/passwd");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--data /etc/passwd is outside the paths")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--allow-path")) << r.output;
+  r = submit(absl::StrCat("--data ", Tmp("g_data.pt"), " --out /usr/harmony-out.pt"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--out /usr/harmony-out.pt is outside")) << r.output;
+  std::filesystem::remove(Tmp("passwd_link"));
+  std::filesystem::create_symlink("/etc/passwd", Tmp("passwd_link"));
+  r = submit("--data " + Tmp("passwd_link"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "is outside the paths")) << r.output;
+  // Under the roots it is admitted and trains.
+  r = submit(absl::StrCat("--data ", Tmp("g_data.pt"), " --wait"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(d->output(), "jobs may name files under")) << d->output();
+}
+
 TEST_F(DaemonTest, TokensAndTls) {
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("token"), "s3cret\n").ok());
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("wrong_token"), "guess").ok());
@@ -715,7 +746,8 @@ TEST_F(DaemonTest, TheExampleConfigsWork) {
   // The 4-device daemon, on a free port and a temporary state dir.
   auto d = Daemon::Start(absl::StrCat("--config configs/daemon-4dev.json --listen 127.0.0.1:0 "
                                       "--state-dir ",
-                                      Tmp("configs")));
+                                      Tmp("configs"), " --allow-path ", ::testing::TempDir(),
+                                      " --allow-path ."));
   ASSERT_FALSE(d->address().empty()) << d->output();
   nlohmann::json devices = Json(d->Ctl("devices --json"));
   ASSERT_EQ(devices["devices"].size(), 4u);

@@ -89,8 +89,8 @@ class WorldDaemonTest : public ::testing::Test {
                                    : absl::StrCat(" --auth-token-file ", token);
     for (int r = 0; r < n; ++r) {
       out.push_back(Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x1MiB "
-                                               "--state-dir ", Tmp(absl::StrCat(name, r)), " ",
-                                               flags, shared)));
+                                               "--state-dir ", Tmp(absl::StrCat(name, r)), " --allow-path ",
+                                               ::testing::TempDir(), " ", flags, shared)));
       EXPECT_FALSE(out.back()->address().empty()) << out.back()->output();
     }
     return out;
@@ -337,7 +337,8 @@ TEST_F(WorldDaemonTest, AWorldIsAdmittedEverywhereOrNowhere) {
       << r.output;
   // A peer that refuses it (its devices are too small for the plan).
   auto small = Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x64KiB "
-                                          "--state-dir ", Tmp("admit_small"),
+                                          "--state-dir ", Tmp("admit_small"), " --allow-path ",
+                                          ::testing::TempDir(),
                                           " --auth-token-file ", Tmp("world_token")));
   r = RunCommand(daemons[0]->Ctl(absl::StrCat(job, daemons[0]->address(), ",",
                                               small->address())));
@@ -350,7 +351,8 @@ TEST_F(WorldDaemonTest, AWorldIsAdmittedEverywhereOrNowhere) {
   EXPECT_FALSE(Contains(r.output, "job-")) << r.output;
   // A daemon with a token of its own (its default) is not of this world.
   auto other = Daemon::Start(absl::StrCat("--listen 127.0.0.1:0 --devices cpu:2x1MiB "
-                                          "--state-dir ", Tmp("admit_other")));
+                                          "--state-dir ", Tmp("admit_other"), " --allow-path ",
+                                          ::testing::TempDir()));
   ASSERT_FALSE(other->address().empty()) << other->output();
   r = RunCommand(daemons[0]->Ctl(absl::StrCat(job, daemons[0]->address(), ",",
                                               other->address())));

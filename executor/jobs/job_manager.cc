@@ -141,6 +141,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   impl->options = options;
   HARMONY_ASSIGN_OR_RETURN(JobStore store, JobStore::Open(options.state_dir));
   impl->store.emplace(std::move(store));
+  HARMONY_ASSIGN_OR_RETURN(PathPolicy paths,
+                           PathPolicy::Create(options.allowed_paths, options.state_dir));
+  impl->paths.emplace(std::move(paths));
   impl->host_total = options.host_memory > 0 ? options.host_memory : common::AvailableHostMemory();
   if (impl->host_total == 0) {
     return absl::FailedPreconditionError(
@@ -293,6 +296,13 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
         " of host memory (weights, gradients, optimizer state, stashes); this daemon has ",
         FormatBytes(impl_->host_total)));
   }
+  // Every path it names lies where the operator lets jobs reach.
+  const PathPolicy& paths = *impl_->paths;
+  if (spec.model_bytes.empty()) HARMONY_RETURN_IF_ERROR(paths.Check("--model", spec.model_path));
+  HARMONY_RETURN_IF_ERROR(paths.Check("--data", spec.data_path));
+  HARMONY_RETURN_IF_ERROR(paths.Check("--eval-data", spec.recipe.eval_data));
+  HARMONY_RETURN_IF_ERROR(paths.Check("--out", spec.output_path));
+  HARMONY_RETURN_IF_ERROR(paths.Check("--tensorboard", spec.tensorboard_dir));
   // The model: the bytes the plan was made for.
   std::string model_path = spec.model_path;
   std::string sha;
@@ -327,6 +337,7 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   // A checkpoint to start from: of this model, and short of the iterations.
   if (!spec.resume_from.empty()) {
     HARMONY_ASSIGN_OR_RETURN(const std::string resume, ResolveCheckpoint(spec.resume_from));
+    HARMONY_RETURN_IF_ERROR(paths.Check("--resume", resume));
     HARMONY_ASSIGN_OR_RETURN(const Checkpoint c, ReadCheckpoint(resume));
     if (c.model_sha256 != sha) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -47,6 +47,10 @@ struct JobManagerOptions {
   common::DeviceSpec devices;
   // Where records, plans, uploaded models and checkpoints live.
   std::string state_dir;
+  // The directories under which a job may name files (data, model, output,
+  // checkpoint to resume from, TensorBoard), besides the state directory;
+  // empty: the working directory (executor/jobs/path_policy.h).
+  std::vector<std::string> allowed_paths;
   // Submissions are refused (ResourceExhausted) while this many jobs wait.
   int max_queued = 64;
   // Host memory the jobs may use together, in bytes; 0: what the machine

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "executor/jobs/job_manager.h"
+#include "executor/jobs/path_policy.h"
 #include "executor/jobs/job_store.h"
 #include "executor/runtime/runtime.h"
 
@@ -63,6 +64,7 @@ struct JobManager::Impl {
   // Constant after Create.
   JobManagerOptions options;
   std::optional<JobStore> store;
+  std::optional<PathPolicy> paths;  // What jobs may name.
   uint64_t host_total = 0;
 
   mutable absl::Mutex mu;

@@ -117,6 +117,7 @@ JobManagerOptions Options(const std::string& dir, int devices) {
   o.devices.capacity = kDeviceBytes;
   o.state_dir = Tmp(dir);
   o.host_memory = 1ull << 30;
+  o.allowed_paths = {testing::TempDir()};
   return o;
 }
 
@@ -245,6 +246,15 @@ TEST(JobManagerTest, AdmissionChecksEachHaveTheirError) {
   JobSpec bad_out = Spec(Plan(2), 1);
   bad_out.output_path = Tmp("no/such/dir/out.pt");
   EXPECT_EQ(code(bad_out), absl::StatusCode::kInvalidArgument);
+  // Paths outside the allowed roots, whether there or not.
+  JobSpec outside = Spec(Plan(2), 1);
+  outside.data_path = "/etc/passwd";
+  auto denied = manager->Submit(outside).status();
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(denied.message(), "--data /etc/passwd is outside")) << denied;
+  outside = Spec(Plan(2), 1);
+  outside.output_path = "/nonexistent/out.pt";
+  EXPECT_EQ(code(outside), absl::StatusCode::kPermissionDenied);
 
   JobManagerOptions small = Options("admission_host", 2);
   small.host_memory = 1024;

@@ -119,6 +119,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   JobManagerOptions jm;
   jm.devices = options.devices;
   jm.state_dir = options.state_dir;
+  jm.allowed_paths = options.allowed_paths;
   jm.max_queued = options.max_queued;
   jm.host_memory = options.host_memory;
   jm.log = options.log;

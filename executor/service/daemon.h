@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/device_spec.h"
@@ -33,6 +34,8 @@ struct DaemonOptions {
   std::string token_group;
   // No token (loopback only): every local user can call the daemon.
   bool no_auth = false;
+  // Where jobs may name files (JobManagerOptions::allowed_paths).
+  std::vector<std::string> allowed_paths;
   // PEM files; both or neither.
   std::string tls_cert_file;
   std::string tls_key_file;
