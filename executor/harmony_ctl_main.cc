@@ -26,6 +26,7 @@
 #include "common/json_config.h"
 #include "common/units.h"
 #include "executor/client/client.h"
+#include "executor/client/fetch.h"
 #include "executor/client/job_text.h"
 #include "executor/client/recipe_flags.h"
 #include "executor/client/world_submit.h"
@@ -60,6 +61,7 @@ constexpr char kUsage[] =
     "  watch JOB        follow a job to its end (progress bar on a terminal)\n"
     "  logs JOB         the job's log\n"
     "  cancel JOB       stop a job at its next task boundary\n"
+    "  fetch JOB -o F   the trained model (--checkpoint: the latest checkpoint) into F\n"
     "  devices          the daemon's devices and what runs on them\n"
     "\n"
     "`harmony-ctl COMMAND --help` lists a command's flags.\n"
@@ -466,11 +468,18 @@ int Submit(const std::vector<std::string>& args) {
 int Simple(const std::string& command, const std::vector<std::string>& args) {
   Common common;
   std::string job;
-  const bool needs_job = command == "watch" || command == "logs" || command == "cancel";
+  const bool needs_job =
+      command == "watch" || command == "logs" || command == "cancel" || command == "fetch";
+  std::string out;
   po::options_description flags(absl::StrCat(
       "Usage: harmony-ctl ", command,
       needs_job ? " JOB" : (command == "status" ? " [JOB]" : ""), " [flags]\n\nFlags"));
   AddCommon(flags, common);
+  if (command == "fetch") {
+    flags.add_options()("output,o", po::value(&out), "the file to write (required)")(
+        "checkpoint", "the job's latest checkpoint instead of its trained model")(
+        "overwrite", "replace the file when it exists");
+  }
   po::options_description hidden;
   hidden.add_options()("job", po::value(&job));
   po::positional_options_description pos;
@@ -488,6 +497,20 @@ int Simple(const std::string& command, const std::vector<std::string>& args) {
   ExecutorClient& client = **connected;
 
   if (command == "watch") return Watch(client, job, common.json);
+  if (command == "fetch") {
+    if (out.empty()) {
+      std::cerr << "harmony-ctl: fetch needs -o FILE\n";
+      return 2;
+    }
+    uint64_t bytes = 0;
+    if (absl::Status s = harmony::executor::FetchTo(client, job, out, vm.count("checkpoint") > 0,
+                                                    vm.count("overwrite") > 0, &bytes);
+        !s.ok()) {
+      return Fail(s);
+    }
+    std::cout << "wrote " << out << " (" << harmony::common::FormatBytes(bytes) << ")\n";
+    return 0;
+  }
   if (command == "status" && !job.empty()) {
     auto j = client.GetJob(job);
     if (!j.ok()) return Fail(j.status());
@@ -600,7 +623,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "submit") return Submit(args);
   if (command == "status" || command == "list" || command == "watch" || command == "logs" ||
-      command == "cancel" || command == "devices") {
+      command == "cancel" || command == "devices" || command == "fetch") {
     return Simple(command, args);
   }
   std::cerr << "harmony-ctl: unknown command \"" << command << "\"\n" << kUsage;

@@ -645,9 +645,31 @@ TEST_F(DaemonTest, AnExistingOutputIsLeftAlone) {
   EXPECT_EQ(*common::ReadFileToString(precious), "export PATH=/usr/bin\n");
   EXPECT_FALSE(absl::StrContains(RunCommand(d->Ctl("list")).output, "job-")) << "admitted";
   // Said so, it is replaced by the trained model.
-  r = RunCommand(Submit(*d, "plan2", "--iterations 2 --wait --overwrite --out " + precious));
+  r = RunCommand(Submit(*d, "plan2", "--iterations 2 --wait --overwrite --checkpoint-interval 1 "
+                                     "--out " + precious));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NO_THROW(torch::jit::load(precious));
+
+  // harmony-ctl fetch brings the same bytes back, written by the caller; an
+  // existing file is left alone unless --overwrite; --checkpoint the latest.
+  const std::string fetched = Tmp("fetched.pt");
+  std::filesystem::remove(fetched);
+  r = RunCommand(d->Ctl("fetch job-1 -o " + fetched));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(*common::ReadFileToString(fetched), *common::ReadFileToString(precious));
+  r = RunCommand(d->Ctl("fetch job-1 -o " + fetched));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "exists; it is left as it is")) << r.output;
+  r = RunCommand(d->Ctl("fetch job-1 --checkpoint --overwrite -o " + fetched));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json job = Json(d->Ctl("status job-1 --json"));
+  EXPECT_EQ(*common::ReadFileToString(fetched),
+            *common::ReadFileToString(job["checkpoint_path"].get<std::string>()));
+  r = RunCommand(CtlAs(*d, "fetch job-1 -o " + Tmp("stolen.pt")));
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(Tmp("stolen.pt")));
+  r = RunCommand(d->Ctl("fetch job-9 -o " + Tmp("none.pt")));
+  EXPECT_EQ(r.exit_code, 4) << r.output;
 }
 
 // A job names files only under the roots the operator allows (here the

@@ -127,6 +127,16 @@ absl::StatusOr<std::vector<std::string>> ExecutorClient::Logs(const std::string&
   return std::vector<std::string>(response->lines().begin(), response->lines().end());
 }
 
+absl::StatusOr<std::string> ExecutorClient::FetchModel(const std::string& id, bool checkpoint) {
+  proto::FetchModelRequest request;
+  request.set_job_id(id);
+  request.set_checkpoint(checkpoint);
+  auto response = impl_->Call<proto::FetchModelRequest, proto::FetchModelResponse>(
+      &proto::Executor::Stub::FetchModel, request);
+  if (!response.ok()) return response.status();
+  return std::move(*response->mutable_data());
+}
+
 absl::StatusOr<proto::GetDevicesResponse> ExecutorClient::Devices() {
   return impl_->Call<proto::GetDevicesRequest, proto::GetDevicesResponse>(
       &proto::Executor::Stub::GetDevices, proto::GetDevicesRequest());

@@ -49,6 +49,8 @@ class ExecutorClient {
   absl::StatusOr<proto::Job> Cancel(const std::string& id, bool from_peer = false);
   absl::StatusOr<proto::Job> StartWorldJob(const proto::StartWorldJobRequest& request);
   absl::StatusOr<std::vector<std::string>> Logs(const std::string& id);
+  // The job's trained model (or latest checkpoint) file's bytes.
+  absl::StatusOr<std::string> FetchModel(const std::string& id, bool checkpoint);
   absl::StatusOr<proto::GetDevicesResponse> Devices();
   // Calls `on_event` with each event until the job ends (OK), `on_event`
   // returns false (OK, the stream is closed), or the stream breaks (its

@@ -533,6 +533,28 @@ absl::StatusOr<std::vector<std::string>> JobManager::Logs(const std::string& id)
   return impl_->store->ReadLog(id);
 }
 
+absl::StatusOr<std::string> JobManager::ModelFile(const std::string& id, bool checkpoint) const {
+  std::string path, kept, state;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    const Impl::Job* job = impl_->Find(id);
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job ", id));
+    path = checkpoint ? job->record.checkpoint_path : impl_->store->TrainedModelPath(id);
+    kept = job->record.kept_model_path;
+    state = std::string(JobStateName(job->record.state));
+  }
+  std::error_code error;
+  if (!checkpoint && !std::filesystem::exists(path, error) && !kept.empty()) path = kept;
+  if (path.empty() || !std::filesystem::exists(path, error)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        id, " is ", state, " and has no ", checkpoint ? "checkpoint" : "trained model",
+        checkpoint ? " (submit with --checkpoint-interval or --checkpoint-minutes)"
+                   : " yet (it has one when it succeeds; --checkpoint fetches its latest "
+                     "checkpoint)"));
+  }
+  return path;
+}
+
 absl::Status JobManager::Watch(const std::string& id, const void* owner, Listener listener) {
   absl::MutexLock lock(&impl_->mu);
   Impl::Job* job = impl_->Find(id);

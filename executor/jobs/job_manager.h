@@ -129,6 +129,11 @@ class JobManager {
 
   // The job's log lines (they survive restarts). NotFound for an unknown id.
   absl::StatusOr<std::vector<std::string>> Logs(const std::string& id) const;
+  // The file holding job `id`'s trained model (once it succeeded, or kept
+  // after its output failed), or with `checkpoint` its latest checkpoint.
+  // NotFound for no such job; FailedPrecondition naming the job's state
+  // when there is none yet.
+  absl::StatusOr<std::string> ModelFile(const std::string& id, bool checkpoint) const;
 
   // Subscribes `listener` (identified by `owner`) to the job: it is called
   // at once with the job's latest state change and progress, then with each

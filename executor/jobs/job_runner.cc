@@ -371,6 +371,12 @@ void JobManager::Impl::Run(Job* job) {
       }
     }
     if (status.ok()) {
+      // Kept for harmony-ctl fetch, which brings it to the caller with the
+      // caller's rights.
+      status = common::Annotate(runtime->SaveModel(store->TrainedModelPath(spec.id)),
+                                "keeping the trained model in the state directory");
+    }
+    if (status.ok()) {
       absl::MutexLock lock(&mu);
       const double loss = job->record.progress ? job->record.progress->loss : 0;
       done_reason = absl::StrFormat("trained %d iterations in %.2f s, loss %.6g%s%s",

@@ -245,7 +245,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
 
 absl::StatusOr<JobStore> JobStore::Open(const std::string& dir) {
   std::error_code error;
-  for (const char* sub : {"jobs", "plans", "models", "checkpoints", "kept"}) {
+  for (const char* sub : {"jobs", "plans", "models", "checkpoints", "kept", "trained"}) {
     std::filesystem::create_directories(std::filesystem::path(dir) / sub, error);
     if (error) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -333,6 +333,10 @@ std::string JobStore::TensorBoardDir(const std::string& id) const {
 
 std::string JobStore::KeptModelPath(const std::string& id) const {
   return absl::StrCat(dir_, "/kept/", id, ".pt");
+}
+
+std::string JobStore::TrainedModelPath(const std::string& id) const {
+  return absl::StrCat(dir_, "/trained/", id, ".pt");
 }
 
 }  // namespace harmony::executor

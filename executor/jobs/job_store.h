@@ -61,6 +61,8 @@ class JobStore {
   std::string TensorBoardDir(const std::string& id) const;
   // Where a trained model is kept when its output path fails.
   std::string KeptModelPath(const std::string& id) const;
+  // Every succeeded job's trained model, for harmony-ctl fetch.
+  std::string TrainedModelPath(const std::string& id) const;
 
  private:
   explicit JobStore(std::string dir) : dir_(std::move(dir)) {}

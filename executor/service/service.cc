@@ -1,5 +1,6 @@
 #include "executor/service/service.h"
 
+#include <filesystem>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/files.h"
 #include "common/plan_file.h"
 #include "common/units.h"
 #include "common/status.h"
@@ -549,6 +551,29 @@ grpc::ServerUnaryReactor* ExecutorService::GetJobLogs(grpc::CallbackServerContex
     absl::StatusOr<std::vector<std::string>> lines = manager_->Logs(request->job_id());
     if (!lines.ok()) return lines.status();
     for (std::string& line : *lines) response->add_lines(std::move(line));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ExecutorService::FetchModel(grpc::CallbackServerContext* context,
+                                                      const proto::FetchModelRequest* request,
+                                                      proto::FetchModelResponse* response) {
+  return Answer(context, [&]() -> absl::Status {
+    absl::StatusOr<std::string> path =
+        manager_->ModelFile(request->job_id(), request->checkpoint());
+    if (!path.ok()) return path.status();
+    std::error_code error;
+    const uint64_t size = std::filesystem::file_size(*path, error);
+    if (!error && size > options_.max_model_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          *path, " is ", common::FormatBytes(size), ", more than one message of this daemon (",
+          common::FormatBytes(options_.max_model_bytes),
+          ", harmony-exec --max-message-size); copy it from the server"));
+    }
+    absl::StatusOr<std::string> bytes = common::ReadFileToString(*path);
+    if (!bytes.ok()) return bytes.status();
+    response->set_data(*std::move(bytes));
+    response->set_file_name(*path);
     return absl::OkStatus();
   });
 }

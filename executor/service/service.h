@@ -64,6 +64,9 @@ class ExecutorService final : public proto::Executor::CallbackService {
   grpc::ServerUnaryReactor* GetJobLogs(grpc::CallbackServerContext* context,
                                        const proto::GetJobLogsRequest* request,
                                        proto::GetJobLogsResponse* response) override;
+  grpc::ServerUnaryReactor* FetchModel(grpc::CallbackServerContext* context,
+                                       const proto::FetchModelRequest* request,
+                                       proto::FetchModelResponse* response) override;
   grpc::ServerUnaryReactor* StartWorldJob(grpc::CallbackServerContext* context,
                                           const proto::StartWorldJobRequest* request,
                                           proto::Job* response) override;
