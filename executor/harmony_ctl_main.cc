@@ -26,7 +26,7 @@
 #include "common/json_config.h"
 #include "common/units.h"
 #include "executor/client/client.h"
-#include "executor/client/fetch.h"
+#include "executor/client/transfer.h"
 #include "executor/client/job_text.h"
 #include "executor/client/recipe_flags.h"
 #include "executor/client/world_submit.h"
@@ -245,6 +245,7 @@ int Submit(const std::vector<std::string>& args) {
   uint64_t seed = 0;
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool wait = false, upload = false;
+  std::string upload_limit = "64MiB";
   po::options_description flags(
       "Usage: harmony-ctl submit PLAN --model M --data D --iterations K [flags]\n\n"
       "Queues a training job with the daemon and prints its id. Paths are on the\n"
@@ -294,8 +295,13 @@ int Submit(const std::vector<std::string>& args) {
       ("submission-id", po::value(&submission_id),
        "your id for this submission: resubmitting it returns the same job")
       ("name", po::value(&name), "a name to show in `harmony-ctl list`")
-      ("upload-model",
-       "send the model file's bytes instead of its path (daemon on another machine)")
+      ("upload-model", "send the model file's bytes whatever its size")
+      ("by-path",
+       "send the paths of the model and data (on the daemon's machine, under its "
+       "--allow-path roots) instead of their bytes (default: files up to --upload-limit go as "
+       "bytes, so the daemon opens nothing you name)")
+      ("upload-limit", po::value(&upload_limit)->default_value(upload_limit),
+       "files larger than this go by path")
       ("world", po::value(&world_list),
        "train on several daemons together, data parallel: host:port,host:port,... in rank "
        "order (rank 0 writes --out and checkpoints). Admitted on all of them or on none; "
@@ -371,14 +377,6 @@ int Submit(const std::vector<std::string>& args) {
   auto plan = harmony::common::ReadFileToString(plan_path);
   if (!plan.ok()) return Fail(plan.status());
   request.set_plan(*plan);
-  if (upload) {
-    auto bytes = harmony::common::ReadFileToString(model);
-    if (!bytes.ok()) return Fail(bytes.status());
-    request.set_model_bytes(*bytes);
-  } else {
-    request.set_model_path(AbsolutePath(model));
-  }
-  request.set_data_path(AbsolutePath(data));
   request.set_token_dtype(token_dtype);
   request.set_seq_len(seq_len);
   if (!precision.empty()) {
@@ -411,6 +409,14 @@ int Submit(const std::vector<std::string>& args) {
   o->set_epsilon(eps);
   if (!recipe.eval_data.empty()) recipe.eval_data = AbsolutePath(recipe.eval_data);
   harmony::executor::ToProto(recipe, o);
+  auto limit = harmony::common::ParseBytes(upload_limit);
+  if (!limit.ok()) return Fail(limit.status());
+  if (absl::Status s = harmony::executor::AttachFiles(model, data, recipe.eval_data,
+                                                      vm.count("by-path") > 0, upload, *limit,
+                                                      &request);
+      !s.ok()) {
+    return Fail(s);
+  }
   request.set_output_path(AbsolutePath(out));
   request.set_overwrite(overwrite || vm.count("overwrite") > 0);
   request.set_checkpoint_interval(static_cast<uint32_t>(checkpoint_interval));

@@ -499,20 +499,20 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
   // The same through harmony-ctl: one line, a non-zero exit.
   auto out = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ",
                                             Tmp("other.pt"), " --data ", Tmp("g_data.pt"),
-                                            " --iterations 1")));
+                                            " --iterations 1 --by-path")));
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(out.output, "is not the one the plan was made for"))
       << out.output;
   // An output outside the allowed paths is refused before any training (a
   // directory that cannot be written: job_manager_test).
-  out = RunCommand(Submit(*d, "plan2", "--iterations 1 --out /proc/x.pt"));
+  out = RunCommand(Submit(*d, "plan2", "--by-path --iterations 1 --out /proc/x.pt"));
   EXPECT_EQ(out.exit_code, 1) << out.output;
   EXPECT_TRUE(absl::StrContains(out.output, "--out /proc/x.pt is outside the paths")) << out.output;
-  out = RunCommand(Submit(*d, "plan2", absl::StrCat("--iterations 1 --out ", Tmp(""))));
+  out = RunCommand(Submit(*d, "plan2", absl::StrCat("--by-path --iterations 1 --out ", Tmp(""))));
   EXPECT_EQ(out.exit_code, 1) << out.output;
   EXPECT_TRUE(absl::StrContains(out.output, "is a directory")) << out.output;
   // Resuming from what is not a checkpoint of this model.
-  out = RunCommand(Submit(*d, "plan2", absl::StrCat("--iterations 2 --resume ", Tmp("g.pt"))));
+  out = RunCommand(Submit(*d, "plan2", absl::StrCat("--by-path --iterations 2 --resume ", Tmp("g.pt"))));
   EXPECT_EQ(out.exit_code, 1) << out.output;
   EXPECT_TRUE(absl::StrContains(out.output, "not a Harmony checkpoint")) << out.output;
   out = RunCommand(d->Ctl("status job-42"));
@@ -520,13 +520,13 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
   EXPECT_EQ(out.output, "harmony-ctl: no job job-42\n");
   out = RunCommand(d->Ctl(absl::StrCat("submit ", Tmp("plan2.pb"), " --model ", Tmp("g.pt"),
                                        " --data ", Tmp("other_data.pt"),
-                                       " --iterations 1 --wait")));
+                                       " --iterations 1 --wait --by-path")));
   EXPECT_EQ(out.exit_code, 1) << out.output;  // Another model's data: the job fails.
   EXPECT_TRUE(absl::StrContains(out.output, "FAILED")) << out.output;
 
   // Queue full: one running, one waiting, the next refused.
-  ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--iterations 1000000")).exit_code, 0);
-  ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--iterations 1")).exit_code, 0);
+  ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--by-path --iterations 1000000")).exit_code, 0);
+  ASSERT_EQ(RunCommand(Submit(*d, "plan2", "--by-path --iterations 1")).exit_code, 0);
   EXPECT_EQ(code(good), absl::StatusCode::kResourceExhausted);
   auto jobs = *client->ListJobs();
   for (const auto& j : jobs) {
@@ -535,9 +535,9 @@ TEST_F(DaemonTest, BadInputGetsItsErrorAndTheDaemonKeepsServing) {
     }
   }
   // Still serving: a good job succeeds.
-  out = RunCommand(Submit(*d, "plan2", "--iterations 2 --wait"));
+  out = RunCommand(Submit(*d, "plan2", "--by-path --iterations 2 --wait"));
   EXPECT_EQ(out.exit_code, 0) << out.output;
-  out = RunCommand(Submit(*d, "plan2", "--iterations 0"));
+  out = RunCommand(Submit(*d, "plan2", "--by-path --iterations 0"));
   EXPECT_EQ(out.exit_code, 2) << out.output;
   out = RunCommand(absl::StrCat(kCtl, " list --address 127.0.0.1:1"));
   EXPECT_EQ(out.exit_code, 3);
@@ -681,8 +681,8 @@ TEST_F(DaemonTest, PathsOutsideTheAllowedRootsAreRefused) {
   ASSERT_FALSE(d->address().empty()) << d->output();
   const std::string plan = Tmp("plan2.pb"), model = Tmp("g.pt");
   auto submit = [&](const std::string& flags) {
-    return RunCommand(d->Ctl(absl::StrCat("submit ", plan, " --model ", model, " --iterations 2 ",
-                                          flags)));
+    return RunCommand(d->Ctl(absl::StrCat("submit ", plan, " --model ", model,
+                                          " --by-path --iterations 2 ", flags)));
   };
   auto r = submit("--data /etc/passwd");
   EXPECT_NE(r.exit_code, 0) << r.output;
@@ -700,6 +700,16 @@ TEST_F(DaemonTest, PathsOutsideTheAllowedRootsAreRefused) {
   r = submit(absl::StrCat("--data ", Tmp("g_data.pt"), " --wait"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(d->output(), "jobs may name files under")) << d->output();
+  // By default harmony-ctl sends small files' bytes: the daemon keeps them
+  // in its state directory and opens nothing the caller named.
+  r = RunCommand(d->Ctl(absl::StrCat("submit ", plan, " --model ", model, " --data ",
+                                     Tmp("g_data.pt"), " --iterations 2 --wait")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json job = Json(d->Ctl("status job-2 --json"));
+  EXPECT_TRUE(absl::StrContains(job["data_path"].get<std::string>(), "paths/data/"))
+      << job.dump();
+  EXPECT_EQ(job["model_path"].get<std::string>().find(Tmp("g.pt")), std::string::npos)
+      << job.dump();
 }
 
 TEST_F(DaemonTest, TokensAndTls) {

@@ -59,6 +59,10 @@ struct JobSpec {
   std::string model_path;
   std::string model_bytes;
   std::string data_path;
+  // Or the data's (and the evaluation data's) bytes, with the file's name:
+  // kept in the state directory, which data_path (recipe.eval_data) then
+  // names.
+  std::string data_bytes, data_name, eval_data_bytes, eval_data_name;
   // A token file's (data and evaluation data): the ids' type of a .bin,
   // the tokens per sample (common/token_file.h).
   std::string token_dtype;

@@ -296,6 +296,16 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
         " of host memory (weights, gradients, optimizer state, stashes); this daemon has ",
         FormatBytes(impl_->host_total)));
   }
+  // Uploaded data is kept in the state directory and named from there.
+  if (!spec.data_bytes.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(spec.data_path, impl_->store->SaveData(spec.data_bytes,
+                                                                     spec.data_name));
+  }
+  if (!spec.eval_data_bytes.empty()) {
+    HARMONY_ASSIGN_OR_RETURN(spec.recipe.eval_data, impl_->store->SaveData(
+                                                         spec.eval_data_bytes,
+                                                         spec.eval_data_name));
+  }
   // Every path it names lies where the operator lets jobs reach.
   const PathPolicy& paths = *impl_->paths;
   if (spec.model_bytes.empty()) HARMONY_RETURN_IF_ERROR(paths.Check("--model", spec.model_path));

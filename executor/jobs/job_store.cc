@@ -245,7 +245,7 @@ absl::StatusOr<JobRecord> JobRecordFromJson(absl::string_view text) {
 
 absl::StatusOr<JobStore> JobStore::Open(const std::string& dir) {
   std::error_code error;
-  for (const char* sub : {"jobs", "plans", "models", "checkpoints", "kept", "trained"}) {
+  for (const char* sub : {"jobs", "plans", "models", "checkpoints", "kept", "trained", "data"}) {
     std::filesystem::create_directories(std::filesystem::path(dir) / sub, error);
     if (error) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -320,6 +320,17 @@ absl::StatusOr<std::string> JobStore::SaveModel(const std::string& sha256,
                                                 absl::string_view bytes) const {
   const std::string path = absl::StrCat(dir_, "/models/", sha256, ".pt");
   HARMONY_RETURN_IF_ERROR(common::WriteFileAtomically(path, bytes));
+  return path;
+}
+
+absl::StatusOr<std::string> JobStore::SaveData(absl::string_view bytes,
+                                               const std::string& file_name) const {
+  const std::string suffix = std::filesystem::path(file_name).extension().string();
+  const std::string path = absl::StrCat(dir_, "/data/", common::Sha256Hex(bytes),
+                                        suffix.empty() ? ".pt" : suffix);
+  if (!std::filesystem::exists(path)) {
+    HARMONY_RETURN_IF_ERROR(common::WriteFileAtomically(path, bytes));
+  }
   return path;
 }
 

@@ -54,6 +54,10 @@ class JobStore {
 
   // Keeps uploaded model bytes; returns the path of the copy.
   absl::StatusOr<std::string> SaveModel(const std::string& sha256, absl::string_view bytes) const;
+  // Keeps uploaded data bytes under data/, named by their sha256 and the
+  // suffix of `file_name` (which tells a token file); returns the path.
+  absl::StatusOr<std::string> SaveData(absl::string_view bytes,
+                                       const std::string& file_name) const;
 
   // The job's checkpoint directory.
   std::string CheckpointDir(const std::string& id) const;

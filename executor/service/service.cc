@@ -192,6 +192,17 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
       return absl::InvalidArgumentError("no model given (a path on the server or its bytes)");
   }
   spec.data_path = r.data_path();
+  if (r.data_bytes().size() + r.eval_data_bytes().size() > max_model_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the uploaded data is ", common::FormatBytes(r.data_bytes().size() +
+                                                     r.eval_data_bytes().size()),
+        "; this daemon takes at most ", common::FormatBytes(max_model_bytes),
+        " (send it by path: harmony-ctl submit --by-path)"));
+  }
+  spec.data_bytes = r.data_bytes();
+  spec.data_name = r.data_name();
+  spec.eval_data_bytes = r.eval_data_bytes();
+  spec.eval_data_name = r.eval_data_name();
   spec.token_dtype = r.token_dtype();
   spec.tensorboard_dir = r.tensorboard_dir();
   if (r.has_bf16()) spec.bf16 = r.bf16();
@@ -234,7 +245,9 @@ absl::StatusOr<JobSpec> FromProto(const proto::SubmitJobRequest& r, uint64_t max
                              ParseClipMode(o.clip_mode().empty() ? "auto" : o.clip_mode()));
     recipe.no_decay = o.no_decay();
     recipe.no_decay_embeddings = o.no_decay_embeddings();
-    recipe.eval_data = o.eval_data_path();
+    // Uploaded evaluation data: named here by its file name, by its copy in
+    // the state directory once the manager has kept it.
+    recipe.eval_data = r.eval_data_bytes().empty() ? o.eval_data_path() : r.eval_data_name();
     recipe.eval_every = o.eval_every();
     recipe.eval_iterations = o.eval_iterations();
     HARMONY_RETURN_IF_ERROR(ResolveRecipe(spec.optimizer, r.iterations(), recipe));
