@@ -65,6 +65,19 @@ bazel-bin/executor/harmony-exec run "$out/gpt.plan.pb" --model "$out/gpt.pt" \
   --lr 0.003 --out "$out/gpt_harmony.pt" --metrics "$out/gpt.metrics.jsonl" \
   --trace "$out/gpt.exec_trace.json"
 
+echo
+echo "demo: 6b. the same in bf16 (harmony-plan --precision bf16): profiled in bf16, bf16"
+echo "         weights and gradients on the devices and the link, fp32 masters on the host"
+bazel-bin/planner/harmony-plan profile "$out/gpt.pt" --sample-input "$out/gpt_data.pt" \
+  --devices cpu:2x256MiB --max-microbatch 64 --precision bf16 \
+  --profile-out "$out/gpt.bf16.profile.json" 2>/dev/null | tail -1
+bazel-bin/planner/harmony-plan "$out/gpt.pt" --profile "$out/gpt.bf16.profile.json" \
+  --gpus 2 --device-memory 2MiB --minibatch 32 --host-link 200MB/s \
+  -o "$out/gpt.bf16.plan.pb" 2>/dev/null | grep -E "precision|estimated iteration|swap per"
+bazel-bin/executor/harmony-exec run "$out/gpt.bf16.plan.pb" --model "$out/gpt.pt" \
+  --data "$out/gpt_data.pt" --iterations 10 --devices cpu:2x2MiB --optimizer adamw \
+  --emulate-host-link 200MB/s --lr 0.003 | grep -E "^training|iter 10/|bytes moved"
+
 # The address daemon $1 says it listens on in its log $2 (up to 30 s); exits
 # the demo with the log when it does not start.
 listening_address() {
