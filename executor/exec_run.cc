@@ -336,9 +336,11 @@ int RunCommand(const std::vector<std::string>& args) {
             << config.backward_microbatch() << ", " << optimizer << emulated << ", "
             << device_threads << " intra-op thread(s) per device, denormals "
             << (flush ? "flushed to zero" : "computed")
-            << (config.precision() == harmony::proto::BF16
-                    ? ", bf16 (bf16 weights and gradients, autocast; fp32 masters)"
-                    : ", fp32")
+            << (config.precision() != harmony::proto::BF16 ? ", fp32"
+                : config.fp32_gradients()
+                    ? ", bf16, gradients fp32 (bf16 weights, autocast, gradients summed in fp32; "
+                      "fp32 masters)"
+                    : ", bf16 (bf16 weights and gradients, autocast; fp32 masters)")
             << "\n";
   {
     TrainingRecipe shown = options.recipe;

@@ -59,4 +59,17 @@ absl::StatusOr<bool> ParsePrecisionBf16(const std::string& text) {
       absl::StrCat("--precision \"", text, "\": expected fp32 or bf16"));
 }
 
+absl::StatusOr<bool> ParseGradPrecisionFp32(const std::string& text, bool bf16) {
+  if (text.empty() || text == "bf16") return false;
+  if (text != "fp32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grad-precision \"", text, "\": expected bf16 or fp32"));
+  }
+  if (!bf16) {
+    return absl::InvalidArgumentError(
+        "--grad-precision fp32 goes with --precision bf16 (fp32 plans' gradients are fp32)");
+  }
+  return true;
+}
+
 }  // namespace harmony::planner::cli

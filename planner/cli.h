@@ -38,6 +38,9 @@ absl::StatusOr<double> ParseHostLinkLatency(const std::string& text);
 // --precision: true for "bf16", false for "fp32"; InvalidArgument naming
 // the flag otherwise.
 absl::StatusOr<bool> ParsePrecisionBf16(const std::string& text);
+// --grad-precision: true for "fp32" (with bf16 only), false for "bf16" or
+// empty; InvalidArgument naming the flag otherwise.
+absl::StatusOr<bool> ParseGradPrecisionFp32(const std::string& text, bool bf16);
 
 // What a model is made of and how fast it runs (profile_commands.cc).
 int ProfileCommand(const Args& args);

@@ -93,7 +93,7 @@ struct PlanFlags {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
       mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
       host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us",
-      flush_denormal = "on", token_dtype, precision;
+      flush_denormal = "on", token_dtype, precision, grad_precision;
   int64_t seq_len = 0;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0;
@@ -183,6 +183,9 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "fp32 | bf16: what the plan trains in (default fp32; with --profile, the "
        "profile's). bf16: bf16 weights and gradients on the devices and the host link, "
        "compute under autocast, fp32 master weights and optimizer on the host")
+      ("grad-precision", po::value(&f->grad_precision),
+       "with --precision bf16: bf16 (default; gradients summed in bf16 as a bf16 .grad is) | "
+       "fp32 (summed over the microbatches and returned in fp32: twice the gradient bytes)")
       ("loss", po::value(&f->loss)->default_value(f->loss),
        "auto | cross-entropy | mse, when forward returns logits (when profiling)")
       ("loss-output", po::value(&f->loss_output),
@@ -245,6 +248,16 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
     if (!f.precision.empty()) {
       HARMONY_ASSIGN_OR_RETURN(const bool bf16, ParsePrecisionBf16(f.precision));
       const bool profile_bf16 = out.profile.profile().precision() == proto::BF16;
+      HARMONY_ASSIGN_OR_RETURN(const bool fp32_gradients,
+                               ParseGradPrecisionFp32(f.grad_precision, bf16));
+      if (bf16 == profile_bf16 && !f.grad_precision.empty() &&
+          fp32_gradients != out.profile.profile().fp32_gradients()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            f.profile_path, " was profiled with ",
+            out.profile.profile().fp32_gradients() ? "fp32" : "bf16",
+            " gradients, not --grad-precision ", f.grad_precision,
+            ": profile again with harmony-plan profile --grad-precision ", f.grad_precision));
+      }
       if (bf16 != profile_bf16) {
         return absl::FailedPreconditionError(absl::StrCat(
             f.profile_path, " was profiled in ", profile_bf16 ? "bf16" : "fp32",
@@ -273,6 +286,8 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   HARMONY_ASSIGN_OR_RETURN(options.flush_denormal, common::ParseFlushDenormal(f.flush_denormal));
   HARMONY_ASSIGN_OR_RETURN(options.bf16,
                            ParsePrecisionBf16(f.precision.empty() ? "fp32" : f.precision));
+  HARMONY_ASSIGN_OR_RETURN(options.fp32_gradients,
+                           ParseGradPrecisionFp32(f.grad_precision, options.bf16));
   options.optimizer = f.optimizer;
   HARMONY_ASSIGN_OR_RETURN(options.loss, common::ParseLossKind(f.loss));
   options.loss_output = f.loss_output;

@@ -33,7 +33,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
   std::string token_dtype;
   int64_t seq_len = 0;
   std::string model, sample_path, devices = "cpu:2x512MiB", out, loss = "auto",
-              flush_denormal = "on", precision = "fp32";
+              flush_denormal = "on", precision = "fp32", grad_precision;
   harmony::planner::ProfilerOptions options;
   po::options_description flags(
       "Usage: harmony-plan profile MODEL.pt --sample-input x.pt [flags]\n\n"
@@ -74,6 +74,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("precision", po::value(&precision)->default_value(precision),
        "fp32 | bf16: profile as the plan will train (bf16: bf16 parameters, autocast "
        "compute; sizes on the devices in bf16, fp32 masters on the host)")
+      ("grad-precision", po::value(&grad_precision),
+       "with --precision bf16: bf16 (default) | fp32: gradients summed over the microbatches "
+       "and returned in fp32")
       ("profile-out", po::value(&out), "write the profile here (JSON)");
   // clang-format on
   po::variables_map vm;
@@ -92,6 +95,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
   absl::StatusOr<bool> bf16 = ParsePrecisionBf16(precision);
   if (!bf16.ok()) return Fail(bf16.status());
   options.bf16 = *bf16;
+  absl::StatusOr<bool> fp32_gradients = ParseGradPrecisionFp32(grad_precision, options.bf16);
+  if (!fp32_gradients.ok()) return Fail(fp32_gradients.status());
+  options.fp32_gradients = *fp32_gradients;
   absl::StatusOr<harmony::common::LossKind> loss_kind =
       harmony::common::ParseLossKind(loss);
   if (!loss_kind.ok()) return Fail(loss_kind.status());

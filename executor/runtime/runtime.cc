@@ -119,6 +119,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
         *options.bf16 ? "bf16" : "fp32"));
   }
   impl->options.bf16 = plan_bf16;
+  impl->fp32_gradients = plan_bf16 && plan.config().fp32_gradients();
   // The devices.
   HARMONY_ASSIGN_OR_RETURN(impl->devices, CreateDevices(options.devices, config.num_devices));
   for (const auto& dev : impl->devices) {

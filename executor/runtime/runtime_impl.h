@@ -77,6 +77,10 @@ struct Runtime::Impl {
   // A bf16 plan's: per vLayer and parameter, whether the devices take it as
   // bf16 (common/precision.h); empty in fp32.
   std::vector<std::vector<bool>> bf16_params;
+  // A bf16 plan's Configuration.fp32_gradients: bf16 parameters' gradients
+  // become fp32 after each backward, so later microbatches sum into them
+  // in fp32 and they return in fp32.
+  bool fp32_gradients = false;
   // Every parameter and buffer name -> the name vLayers use (tied weights).
   std::map<std::string, std::string> aliases;
   common::LossKind loss_kind = common::LossKind::kAuto;

@@ -246,7 +246,19 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
       if (!roots.empty()) {
         HARMONY_RETURN_IF_ERROR(CallTorch(
             absl::StrCat("backward of vLayers ", t.vlayers.begin, "-", t.vlayers.end - 1),
-            [&] { torch::autograd::backward(roots, root_grads); }));
+            [&] {
+              torch::autograd::backward(roots, root_grads);
+              if (!fp32_gradients) return;
+              // fp32 from here on: the next microbatches' bf16 gradients
+              // are added into them in fp32 (AccumulateGrad's +=).
+              for (const std::vector<at::Tensor>& ps : w.params) {
+                for (const at::Tensor& p : ps) {
+                  if (p.grad().defined() && p.grad().scalar_type() == at::kBFloat16) {
+                    p.mutable_grad() = p.grad().to(at::kFloat);
+                  }
+                }
+              }
+            }));
       }
       for (auto& [ref, leaf] : leaves) {
         if (!at::isFloatingType(leaf.scalar_type())) continue;

@@ -87,6 +87,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_optimizer(profile.profile().optimizer());
   config->set_single_buffer(!c.prefetch);
   config->set_precision(profile.profile().precision() == proto::BF16 ? proto::BF16 : proto::FP32);
+  config->set_fp32_gradients(profile.profile().fp32_gradients());
   config->set_local_activations(c.local_activations);
   config->set_peer_weights(c.peer_weights);
   for (size_t p = 0; p < c.host_sums.size(); ++p) {
@@ -127,8 +128,12 @@ std::string PlanSummary(const proto::Plan& plan) {
   absl::StrAppendFormat(&out, "  microbatches: forward %d, backward %d\n",
                         c.forward_microbatch(), c.backward_microbatch());
   if (c.precision() == proto::BF16) {
-    out += "  precision: bf16 (bf16 weights and gradients on the devices and the link, autocast "
-           "compute, fp32 masters and optimizer on the host)\n";
+    out += c.fp32_gradients()
+               ? "  precision: bf16, gradients fp32 (bf16 weights on the devices and the link, "
+                 "autocast compute, gradients summed and returned in fp32, fp32 masters and "
+                 "optimizer on the host)\n"
+               : "  precision: bf16 (bf16 weights and gradients on the devices and the link, "
+                 "autocast compute, fp32 masters and optimizer on the host)\n";
   } else {
     out += "  precision: fp32\n";
   }

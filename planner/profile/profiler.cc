@@ -234,6 +234,11 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   // in bf16, the copies the devices compute on.
   const std::vector<std::vector<at::Tensor>> masters = c.params;
   c.bf16 = options.bf16;
+  if (options.fp32_gradients && !options.bf16) {
+    return absl::InvalidArgumentError("fp32 gradients go with bf16 (--precision bf16): fp32 "
+                                      "plans' gradients are fp32 already");
+  }
+  c.fp32_gradients = options.fp32_gradients;
   if (c.bf16) {
     HARMONY_RETURN_IF_ERROR(common::CallTorch("bf16 copies of the parameters", [&] {
       const std::vector<std::vector<bool>> mask = common::Bf16ParameterMask(model, *d);
@@ -310,6 +315,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   profile->set_flush_denormal(options.flush_denormal);
   profile->set_cpu_model(common::CpuModelName());
   profile->set_precision(options.bf16 ? proto::BF16 : proto::FP32);
+  profile->set_fp32_gradients(options.fp32_gradients);
   for (int k = 0; k < n; ++k) {
     proto::VLayerProfile* v = profile->add_vlayers();
     v->set_vlayer(k);
@@ -317,7 +323,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
              master_grad_bytes = 0;
     for (const at::Tensor& p : c.params[k]) {
       param_bytes += p.nbytes();
-      if (at::isFloatingType(p.scalar_type())) grad_bytes += p.nbytes();
+      if (!at::isFloatingType(p.scalar_type())) continue;
+      grad_bytes += options.fp32_gradients ? p.numel() * sizeof(float) : p.nbytes();
     }
     for (const at::Tensor& p : masters[k]) {
       master_bytes += p.nbytes();

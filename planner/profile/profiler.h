@@ -63,6 +63,10 @@ struct ProfilerOptions {
   // autocast (common/autocast.h); parameter and gradient bytes are the bf16
   // copies', host_parameter_bytes the fp32 masters'.
   bool bf16 = false;
+  // With bf16: the bf16 parameters' gradients summed and returned in fp32
+  // (Profile.fp32_gradients): their bytes and the backward's peaks are
+  // fp32's.
+  bool fp32_gradients = false;
   // Timed runs per measurement; the median is kept (the mean for the
   // times taken in turn). Each vLayer is warmed up once, before its first
   // measurement.

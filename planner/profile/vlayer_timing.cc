@@ -80,7 +80,11 @@ Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
   }
   if (backward && with_gradients) {
     for (at::Tensor& t : p.params) {
-      if (t.requires_grad()) t.mutable_grad() = at::zeros_like(t);
+      if (!t.requires_grad()) continue;
+      // fp32 gradients of bf16 parameters, as the runtime sums them.
+      t.mutable_grad() = c.fp32_gradients && t.scalar_type() == at::kBFloat16
+                             ? at::zeros_like(t, t.options().dtype(at::kFloat))
+                             : at::zeros_like(t);
     }
   }
   return p;

@@ -51,6 +51,7 @@ struct Context {
   // bf16 parameters (already in params) and every vLayer and loss run under
   // autocast to bf16 (ProfilerOptions::bf16).
   bool bf16 = false;
+  bool fp32_gradients = false;  // ProfilerOptions::fp32_gradients.
 
   std::vector<c10::IValue> InputsOf(int k) const;
 };

@@ -85,9 +85,11 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
     s.optimizer_state_bytes = v.optimizer_state_bytes();
     s.host_parameter_bytes =
         v.host_parameter_bytes() > 0 ? v.host_parameter_bytes() : v.parameter_bytes();
+    // fp32 gradients are the host's size already; bf16 ones half of it.
     s.host_gradient_bytes =
-        v.parameter_bytes() > 0 ? v.gradient_bytes() * s.host_parameter_bytes / v.parameter_bytes()
-                                : v.gradient_bytes();
+        p.fp32_gradients() || v.parameter_bytes() == 0
+            ? v.gradient_bytes()
+            : v.gradient_bytes() * s.host_parameter_bytes / v.parameter_bytes();
     s.update_s = v.update_time_s();
     m->sizes_.push_back(s);
     std::vector<Row> rows;

@@ -320,6 +320,41 @@ TEST(RecipeTest, Bf16PlansEqualTheAutocastLoopBitForBit) {
   ExpectWeights(pipelined, ref1, 0, "bf16, vPP");
 }
 
+// --grad-precision fp32: the bf16 parameters' gradients summed over the
+// microbatches in fp32 and returned in fp32 (twice the gradient bytes):
+// bit for bit with the loop doing the same on one device, not the bf16
+// sums' result; in vDP, where each device sums its own microbatches first,
+// within fp32 vDP's bound of the loop.
+TEST(RecipeTest, Bf16WithFp32GradientsEqualsTheLoop) {
+  const std::string flags = " --precision bf16 --grad-precision fp32";
+  const std::string plan = Plan("bf16g", "--gpus 1 --device-memory 64MiB" + flags);
+  const Trained run = Train(plan, "bf16g", "--iterations 6 --devices cpu:1x64MiB");
+  auto reference = [&](const std::string& name, int threads) {
+    const std::string out = Tmp(name);
+    auto ran = RunCommand(absl::StrCat(
+        "/usr/bin/python3 tests/suite/reference_train.py ", kModel, " ", kData, " ", out,
+        " --minibatch 8 --microbatch 2 --iterations ", kIterations, " --threads ", threads, flags,
+        kRecipe));
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    return ReadReference(out);
+  };
+  const Reference ref = reference("reference_bf16g.pt", 2);
+  ExpectSameIterations(run, ref, "bf16, fp32 gradients, one device");
+  ExpectWeights(run, ref, 0, "bf16, fp32 gradients, one device");
+  EXPECT_NE(run.output.find("gradients fp32"), std::string::npos) << run.output;
+  // Not what summing in bf16 gives.
+  const Trained bf16 = Train(Plan("bf16g_bf16", "--gpus 1 --device-memory 64MiB --precision bf16"),
+                             "bf16g_bf16", "--iterations 6 --devices cpu:1x64MiB");
+  ASSERT_FALSE(bf16.metrics.empty());
+  EXPECT_NE(bf16.metrics.back()["loss"].get<double>(), run.metrics.back()["loss"].get<double>());
+  // vDP on two devices, against the loop on one thread.
+  const std::string vdp = Plan("bf16g_vdp", "--gpus 2 --device-memory 64MiB --mode vdp" + flags);
+  const Trained data_parallel = Train(vdp, "bf16g_vdp", "--iterations 6 --devices cpu:2x64MiB");
+  const Reference ref1 = reference("reference_bf16g_1.pt", 1);
+  ExpectSameIterations(data_parallel, ref1, "bf16, fp32 gradients, vDP", /*exact=*/false);
+  ExpectWeights(data_parallel, ref1, 1e-4, "bf16, fp32 gradients, vDP");
+}
+
 // Checkpoints hold fp32 masters: a bf16 run resumes into an fp32 plan, and
 // that run's checkpoint into a bf16 plan again.
 TEST(RecipeTest, CheckpointsCrossPrecisions) {

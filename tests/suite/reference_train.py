@@ -32,7 +32,10 @@ masters; each iteration the module's parameters become their bf16 copies
 EmbeddingBag, which stay fp32: fp32_parameter_names), every
 microbatch runs under torch.autocast("cpu", dtype=torch.bfloat16), the bf16
 gradients (accumulated over the microbatches) become the masters' fp32
-gradients, and clipping and the step act on the masters.
+gradients, and clipping and the step act on the masters. With
+--grad-precision fp32 the gradients are summed over the microbatches in fp32
+instead (each microbatch's made fp32 and added), as a bf16 plan with
+harmony-plan --grad-precision fp32 sums them.
 
 Validation (executor/runtime/evaluation.h) after every K iterations and
 after the last: model.eval(), torch.no_grad(), minibatches b < M of the
@@ -257,6 +260,7 @@ def train(a):
                 for name, t in named:
                     t.grad = None
             total = 0.0
+            acc = {}  # --grad-precision fp32: the fp32 sums.
             for offset in range(0, a.minibatch, a.microbatch):
                 size = min(a.microbatch, a.minibatch - offset)
                 xs = [t.index_select(0, rows).narrow(0, offset, size) for t in inputs]
@@ -267,7 +271,20 @@ def train(a):
                     scaled = loss * (size / a.minibatch)
                 total += scaled.item()
                 scaled.backward()
-            if bf16:
+                if bf16 and a.grad_precision == "fp32":
+                    # Summed in fp32 over the microbatches (a bf16 plan with
+                    # --grad-precision fp32): the first microbatch's bf16
+                    # gradient made fp32, the next ones added to it in fp32.
+                    for name, t in named:
+                        if t.grad is None:
+                            continue
+                        g = t.grad.float()
+                        acc[name] = g if name not in acc else acc[name] + g
+                        t.grad = None
+            if bf16 and a.grad_precision == "fp32":
+                for name, t in named:
+                    masters[name].grad = acc.pop(name, torch.zeros_like(masters[name]))
+            elif bf16:
                 for name, t in named:
                     masters[name].grad = (t.grad.float() if t.grad is not None
                                           else torch.zeros_like(masters[name]))
@@ -315,6 +332,7 @@ def main():
     p.add_argument("--no-decay", default="")
     p.add_argument("--no-decay-embeddings", action="store_true")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--grad-precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--eval-data", default="")
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--eval-iterations", type=int, default=0)
