@@ -50,9 +50,11 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
   for (const ModelSpec& spec : BenchModels(o.quick)) {
     absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, minibatch);
     if (!model.ok()) return model.status();
-    absl::StatusOr<proto::ProfileFile> profiles[2] = {
+    absl::StatusOr<proto::ProfileFile> profiles[3] = {
         ProfileOn(model->model_path, model->data, devices, minibatch),
-        ProfileOn(model->model_path, model->data, devices, minibatch, 0, /*bf16=*/true)};
+        ProfileOn(model->model_path, model->data, devices, minibatch, 0, /*bf16=*/true),
+        ProfileOn(model->model_path, model->data, devices, minibatch, 0, /*bf16=*/true,
+                  /*fp32_gradients=*/true)};
     for (const auto& p : profiles) {
       if (!p.ok()) return p.status();
     }
@@ -68,15 +70,18 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
       config["device_memory"] = memory;
       config["minibatch"] = minibatch;
       config["emulated_link_bytes_per_s"] = link;
-      // fp32's plan, bf16's plan, and a bf16 plan pinned to fp32's schedule
-      // (mode, microbatch, packs): the bytes alone.
-      constexpr int kRuns = 3;
-      const char* const names[kRuns] = {"fp32", "bf16", "bf16, fp32's schedule"};
+      // fp32's plan, bf16's plan, a bf16 plan pinned to fp32's schedule
+      // (mode, microbatch, packs): the bytes alone; and bf16 with fp32
+      // gradients (--grad-precision fp32).
+      constexpr int kRuns = 4;
+      const char* const names[kRuns] = {"fp32", "bf16", "bf16, fp32's schedule",
+                                        "bf16, fp32 gradients"};
+      const int profile_of[kRuns] = {0, 1, 1, 2};
       absl::StatusOr<planner::MadePlan> made[kRuns];
       for (int b = 0; b < kRuns; ++b) {
         planner::MakePlanOptions m = PlanOptions(devices, memory, minibatch,
                                                  planner::Schedule::kHarmony, link,
-                                                 &*profiles[b == 0 ? 0 : 1]);
+                                                 &*profiles[profile_of[b]]);
         if (b == 2) {
           const proto::Configuration& c = made[0]->plan.config();
           m.mode = c.mode() == proto::VDP ? planner::Mode::kVdp : planner::Mode::kVpp;
@@ -85,7 +90,7 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
             m.backward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
           }
         }
-        made[b] = PlanSchedule(*profiles[b == 0 ? 0 : 1], m);
+        made[b] = PlanSchedule(*profiles[profile_of[b]], m);
         if (!made[b].ok()) break;
       }
       bool planned = true;
@@ -102,7 +107,7 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
         continue;
       }
       // Rounds of all in turn; bf16's speed over fp32's within each round.
-      std::vector<double> seconds[kRuns], ratios, pinned_ratios;
+      std::vector<double> seconds[kRuns], ratios, pinned_ratios, fp32_grad_ratios;
       RunResult last[kRuns];
       for (int round = 0; round < rounds; ++round) {
         double median[kRuns];
@@ -117,6 +122,7 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
         }
         ratios.push_back(median[0] / median[1]);
         pinned_ratios.push_back(median[0] / median[2]);
+        fp32_grad_ratios.push_back(median[0] / median[3]);
       }
       config["runs"] = nlohmann::json::array();
       for (int b = 0; b < kRuns; ++b) {
@@ -153,10 +159,14 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
           static_cast<double>(pinned["host_link_bytes"].get<uint64_t>()) /
           std::max<uint64_t>(1, f["host_link_bytes"].get<uint64_t>());
       config["same_schedule_speed_bf16_over_fp32"] = Summarize(pinned_ratios).median;
+      config["fp32_gradients_speed_over_fp32"] = Summarize(fp32_grad_ratios).median;
+      config["fp32_gradients_bytes_over_fp32"] =
+          static_cast<double>(config["runs"][3]["host_link_bytes"].get<uint64_t>()) /
+          std::max<uint64_t>(1, f["host_link_bytes"].get<uint64_t>());
       Log(absl::StrFormat(
           "precision: %s over %s/s: fp32 %s per iteration, %.1f samples/s (%+.0f%% simulated); "
           "bf16 %s, %.1f samples/s (%+.0f%%): bytes %.2fx, speed %.2fx (paired); on fp32's "
-          "schedule bytes %.2fx, speed %.2fx",
+          "schedule bytes %.2fx, speed %.2fx; with fp32 gradients bytes %.2fx, speed %.2fx",
           spec.name, common::FormatBytes(static_cast<uint64_t>(link)),
           common::FormatBytes(f["host_link_bytes"].get<uint64_t>()),
           f["samples_per_s"].get<double>(), 100 * f["simulator_error"].get<double>(),
@@ -165,7 +175,9 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
           config["bytes_bf16_over_fp32"].get<double>(),
           config["speed_bf16_over_fp32"].get<double>(),
           config["same_schedule_bytes_bf16_over_fp32"].get<double>(),
-          config["same_schedule_speed_bf16_over_fp32"].get<double>()));
+          config["same_schedule_speed_bf16_over_fp32"].get<double>(),
+          config["fp32_gradients_bytes_over_fp32"].get<double>(),
+          config["fp32_gradients_speed_over_fp32"].get<double>()));
       // The same first loss within bf16's rounding, and bytes that do not
       // drift between iterations.
       const double l0 = f["first_loss"].get<double>(), l1 = h["first_loss"].get<double>();
@@ -176,7 +188,7 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
       checks.push_back({{"name", absl::StrCat("precision: ", spec.name,
                                               " bytes the same every iteration")},
                         {"ok", last[0].bytes_steady && last[1].bytes_steady &&
-                                   last[2].bytes_steady},
+                                   last[2].bytes_steady && last[3].bytes_steady},
                         {"detail", ""}});
       out["configs"].push_back(std::move(config));
     }

@@ -280,8 +280,9 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "Harmony's fp32 plan and bf16 plan (harmony-plan --precision bf16: bf16 weights and "
         "gradients on the devices and the link, autocast compute, fp32 masters and optimizer "
         "on the host) of each model on 2 devices of a quarter of its fp32 weights, each searched "
-        "for its precision, and a bf16 plan pinned to the fp32 plan's mode, microbatch and packs; "
-        "rounds of the three in turn, speeds paired within a round. On %s (avx512_bf16: %s, "
+        "for its precision, a bf16 plan pinned to the fp32 plan's mode, microbatch and packs, and "
+        "a bf16 plan with fp32 gradients (--grad-precision fp32, searched); rounds of the four in "
+        "turn, speeds paired within a round. On %s (avx512_bf16: %s, "
         "amx_bf16: %s).\n\n"
         "| model | link | precision | plan | host link / iteration | samples/s | simulated "
         "error | compute ÷ profile | bytes ÷ fp32 | speed ÷ fp32 |\n"
@@ -300,7 +301,8 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
       for (const json& r : c["runs"]) {
         const std::string name = r.value("name", r["precision"].get<std::string>());
         const bool fp32 = name == "fp32";
-        const bool pinned = name != "fp32" && name != "bf16";
+        const bool pinned = name == "bf16, fp32's schedule";
+        const bool fp32_gradients = name == "bf16, fp32 gradients";
         const double f0 = c["runs"][0]["host_link_bytes"].get<double>();
         absl::StrAppendFormat(
             &md, "| %s | %s | %s | %s, u %d | %s | %.1f | %+.0f%% | %.2f | %s | %s |\n",
@@ -310,9 +312,11 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
             100 * r["simulator_error"].get<double>(), r["compute_ratio"].get<double>(),
             fp32 ? "" : absl::StrFormat("%.2fx", r["host_link_bytes"].get<double>() / f0),
             fp32 ? ""
-                 : absl::StrFormat("%.2fx", (pinned ? c["same_schedule_speed_bf16_over_fp32"]
-                                                    : c["speed_bf16_over_fp32"])
-                                                .get<double>()));
+                 : absl::StrFormat(
+                       "%.2fx", (pinned ? c["same_schedule_speed_bf16_over_fp32"]
+                                        : fp32_gradients ? c["fp32_gradients_speed_over_fp32"]
+                                                         : c["speed_bf16_over_fp32"])
+                                    .get<double>()));
       }
     }
     md += "\n";

@@ -78,7 +78,7 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
                                              int max_microbatch, int threads_per_device,
-                                             bool bf16) {
+                                             bool bf16, bool fp32_gradients) {
   planner::ProfilerOptions p;
   p.threads_per_device = threads_per_device;
   p.devices.kind = common::DeviceSpec::Kind::kCpu;
@@ -88,6 +88,7 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   p.repeats = 3;
   p.flush_denormal = common::CallingThreadFlushesDenormal();  // The bench's policy.
   p.bf16 = bf16;
+  p.fp32_gradients = fp32_gradients;
   return planner::ProfileModel(model_path, data, p);
 }
 

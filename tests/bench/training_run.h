@@ -52,7 +52,7 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
                                              int max_microbatch, int threads_per_device = 0,
-                                             bool bf16 = false);
+                                             bool bf16 = false, bool fp32_gradients = false);
 
 // Parameter and buffer bytes; gradient bytes.
 uint64_t WeightBytes(const proto::ProfileFile& profile);
