@@ -153,6 +153,15 @@ double Execute(const Context& c, int k, bool backward, Prepared& p,
     const BackwardRoots r =
         RootsOf(c, k, *out, p.targets, p.output_grads.empty() ? nullptr : &p.output_grads);
     if (!r.roots.empty()) torch::autograd::backward(r.roots, r.grads);
+    if (c.fp32_gradients) {
+      // As the runtime does after each backward: bf16 gradients made fp32
+      // (both exist for a moment: the peak counts it).
+      for (at::Tensor& t : p.params) {
+        if (t.grad().defined() && t.grad().scalar_type() == at::kBFloat16) {
+          t.mutable_grad() = t.grad().to(at::kFloat);
+        }
+      }
+    }
   }
   return Now() - start;
 }

@@ -32,6 +32,7 @@
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decomposer.h"
@@ -360,13 +361,15 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   if (smallest == 1) first_loss_sizes.push_back(1);
   nlohmann::json jobs = nlohmann::json::array();
   auto job = [&](int microbatch, int iterations, double lr, bool adam = false,
-                 bool bf16 = false) {
-    const std::string out = Tmp(absl::StrCat(m.name, "_ref_u", microbatch, "_", iterations,
-                                             adam ? "_adam" : "", bf16 ? "_bf16" : "", ".pt"));
+                 bool bf16 = false, bool fp32_gradients = false) {
+    const std::string out =
+        Tmp(absl::StrCat(m.name, "_ref_u", microbatch, "_", iterations, adam ? "_adam" : "",
+                         bf16 ? "_bf16" : "", fp32_gradients ? "_g32" : "", ".pt"));
     jobs.push_back({{"model", model}, {"data", DataPath(m.name)}, {"out", out},
                     {"minibatch", kMinibatch}, {"microbatch", microbatch},
                     {"iterations", iterations}, {"lr", lr}, {"loss_output", m.loss_output},
-                    {"optimizer", adam ? "adam" : "sgd"}, {"precision", bf16 ? "bf16" : "fp32"}});
+                    {"optimizer", adam ? "adam" : "sgd"}, {"precision", bf16 ? "bf16" : "fp32"},
+                    {"grad_precision", fp32_gradients ? "fp32" : "bf16"}});
     return out;
   };
   // (microbatch, Adam) -> the reference's file.
@@ -377,6 +380,9 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
   std::map<int, std::string> bf16_refs;  // microbatch -> the autocast loop's file.
   bf16_refs[u] = job(u, kIterations, kLearningRate, false, true);
   bf16_refs[kMinibatch / 2] = job(kMinibatch / 2, kIterations, kLearningRate, false, true);
+  std::map<int, std::string> fp32_gradient_refs;  // bf16 with --grad-precision fp32.
+  fp32_gradient_refs[u] = job(u, kIterations, kLearningRate, false, true, true);
+  fp32_gradient_refs[u_vdp] = job(u_vdp, kIterations, kLearningRate, false, true, true);
   std::map<int, std::string> first_refs;
   for (int size : first_loss_sizes) first_refs[size] = job(size, 1, 0.0);
   const std::string jobs_path = Tmp(m.name + "_jobs.json");
@@ -501,6 +507,51 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
       const Reference ref = ReadReference(bf16_refs.at(r.microbatch));
       const Planned p = MakePlan(*bf16_profile, c16, r.mode, r.devices, r.microbatch, r.host_sums);
       EXPECT_EQ(p.plan.config().precision(), proto::BF16);
+      const bool exact =
+          !m.tied && (r.mode == Mode::kVpp || r.microbatch * r.devices == kMinibatch);
+      TrainAndCompare(p.plan, model, *data, Options(r.devices, p.cap, kLearningRate), ref,
+                      initial, exact, r.mode, what, true);
+    }
+
+    // --grad-precision fp32: every pack's gradients summed on the host after
+    // each microbatch (in fp32, as the device sums them: bit for bit), and
+    // vDP at the fp32 runs' microbatch (within the bf16 tolerance here;
+    // recipe_test holds the LLaMA model's to fp32 vDP's 1e-4).
+    bf16_options.fp32_gradients = true;
+    absl::StatusOr<proto::ProfileFile> g32_profile =
+        planner::ProfileModel(model, *data, bf16_options);
+    ASSERT_TRUE(g32_profile.ok()) << g32_profile.status();
+    EXPECT_TRUE(g32_profile->profile().fp32_gradients());
+    absl::StatusOr<std::shared_ptr<const planner::CostModel>> g32_cost =
+        planner::CostModel::Create(*g32_profile);
+    ASSERT_TRUE(g32_cost.ok()) << g32_cost.status();
+    EXPECT_EQ((*g32_cost)->GradientBytes(0, n), c.GradientBytes(0, n));
+    for (const Run& r : {Run{Mode::kVpp, 2, u, false, true}, Run{Mode::kVdp, 2, u_vdp, false}}) {
+      const std::string what =
+          absl::StrCat(m.name, " bf16, fp32 gradients, ", r.mode == Mode::kVpp ? "vPP" : "vDP",
+                       " on 2 devices, microbatch ", r.microbatch,
+                       r.host_sums ? ", gradients summed on the host" : "");
+      SCOPED_TRACE(what);
+      const Reference ref = ReadReference(fp32_gradient_refs.at(r.microbatch));
+      const Planned p =
+          MakePlan(*g32_profile, **g32_cost, r.mode, r.devices, r.microbatch, r.host_sums);
+      EXPECT_TRUE(p.plan.config().fp32_gradients());
+      // A model bf16 makes diverge (efficientnet_b0 at this learning rate):
+      // the loop's loss goes NaN, and the runtime stops at that iteration.
+      const auto nan = std::find_if(ref.losses.begin(), ref.losses.end(),
+                                    [](double l) { return !std::isfinite(l); });
+      if (nan != ref.losses.end()) {
+        const int at = static_cast<int>(nan - ref.losses.begin());
+        auto rt = executor::Runtime::Create(p.plan, model, Options(r.devices, p.cap, kLearningRate));
+        ASSERT_TRUE(rt.ok()) << rt.status();
+        ASSERT_TRUE((*rt)->SetData(*data).ok());
+        absl::Status failed;
+        for (int i = 0; i <= at && failed.ok(); ++i) failed = (*rt)->RunIteration().status();
+        EXPECT_TRUE(absl::StrContains(failed.message(),
+                                      absl::StrCat("the loss is nan at iteration ", at)))
+            << failed;
+        continue;
+      }
       const bool exact =
           !m.tied && (r.mode == Mode::kVpp || r.microbatch * r.devices == kMinibatch);
       TrainAndCompare(p.plan, model, *data, Options(r.devices, p.cap, kLearningRate), ref,
