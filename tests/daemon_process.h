@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,8 +20,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
 
 namespace harmony::testing {
+
+// `name` in a directory of this test process's own: outputs of an earlier
+// run (Bazel keeps the test's temporary directory) are not in the way of a
+// daemon that refuses to overwrite them.
+inline std::string RunTempPath(const std::string& name) {
+  static const std::string* dir = [] {
+    auto* d = new std::string(::testing::TempDir() + "/run-" + std::to_string(getpid()));
+    std::filesystem::create_directories(*d);
+    return d;
+  }();
+  return *dir + "/" + name;
+}
 
 // The tools, where Bazel puts them in a test's runfiles.
 inline constexpr char kDaemonBinary[] = "executor/harmony-exec";

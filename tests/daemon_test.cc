@@ -50,17 +50,8 @@ const char kPlan[] = "planner/harmony-plan";
 const char kExec[] = "executor/harmony-exec";
 const char kCtl[] = "executor/harmony-ctl";
 
-// A directory of this run's own: outputs of an earlier run (Bazel keeps
-// the test's temporary directory) are not in the way of a daemon that
-// refuses to overwrite them.
-std::string Tmp(const std::string& name) {
-  static const std::string* dir = [] {
-    auto* d = new std::string(::testing::TempDir() + "/run-" + std::to_string(getpid()));
-    std::filesystem::create_directories(*d);
-    return d;
-  }();
-  return *dir + "/" + name;
-}
+// This run's own directory (testing::RunTempPath).
+std::string Tmp(const std::string& name) { return testing::RunTempPath(name); }
 
 executor::ClientOptions ClientFor(const Daemon& d) {
   executor::ClientOptions o;
