@@ -171,25 +171,24 @@ at::Tensor SavedTensors::Unpack(const Slot& slot) {
   return ViewOf(e.storage, slot.dtype, slot.offset, slot.sizes, slot.strides);
 }
 
-void SavedTensors::Offload(const std::function<at::Tensor(int64_t)>& allocate_host) {
+void SavedTensors::Offload(const std::function<at::Tensor(const at::Tensor&)>& to_host) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_) {
     if (e.host.defined()) continue;
-    at::Tensor host = allocate_host(static_cast<int64_t>(e.nbytes));
-    if (e.nbytes > 0) host.copy_(BytesOf(e.storage, static_cast<int64_t>(e.nbytes)));
-    e.host = std::move(host);
+    e.host = to_host(BytesOf(e.storage, static_cast<int64_t>(e.nbytes)));
     e.storage = c10::Storage();
   }
   // The forward is over: its weights' storages are no longer looked for.
   for (WeightPlace& w : weights_) w.storage = nullptr;
 }
 
-void SavedTensors::Restore(const std::function<at::Tensor(int64_t)>& allocate_device) {
+void SavedTensors::Restore(const std::function<at::Tensor(const at::Tensor&)>& to_device) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_) {
     if (!e.host.defined()) continue;
-    at::Tensor device = allocate_device(static_cast<int64_t>(e.nbytes));
-    if (e.nbytes > 0) device.copy_(e.host);
+    const at::Tensor device = to_device(e.host);
+    TORCH_CHECK(device.storage_offset() == 0 && device.nbytes() == e.nbytes,
+                "a restored activation must be a fresh copy of ", e.nbytes, " bytes");
     e.storage = device.storage();
     e.host = at::Tensor();
   }

@@ -49,11 +49,11 @@ class SavedTensors {
   // Number of saved tensors (each SavedVariable autograd made).
   int saved_count() const;
 
-  // Copies every kept storage into memory `allocate_host(bytes)` returns
-  // (a uint8 tensor of that many elements) and releases the device's.
-  void Offload(const std::function<at::Tensor(int64_t)>& allocate_host);
-  // Copies them back into memory `allocate_device(bytes)` returns.
-  void Restore(const std::function<at::Tensor(int64_t)>& allocate_device);
+  // Replaces every kept storage by `to_host(bytes)`, a copy of its bytes (a
+  // flat uint8 tensor) in host memory, releasing the device's.
+  void Offload(const std::function<at::Tensor(const at::Tensor&)>& to_host);
+  // And back: `to_device(bytes)` copies them onto the device.
+  void Restore(const std::function<at::Tensor(const at::Tensor&)>& to_device);
   // The weights the backward reads in place of the forward's (the same
   // shapes and dtypes, in the constructor's order).
   void SetWeights(std::vector<at::Tensor> weights);

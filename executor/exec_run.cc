@@ -577,6 +577,8 @@ int RunCommand(const std::vector<std::string>& args) {
       check("activations out", got.activations_out, want.activations_out());
       check("stash out", got.stash_out, want.stash_out());
       check("stash in", got.stash_in, want.stash_in());
+      check("kept activations out", got.kept_out, want.kept_out());
+      check("kept activations in", got.kept_in, want.kept_in());
       std::cout << (differ.empty() ? "bytes moved per iteration equal the plan's, kind by kind\n"
                                    : absl::StrCat("bytes moved differ from the plan's: ",
                                                   absl::StrJoin(differ, ", "), "\n"));

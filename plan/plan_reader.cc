@@ -20,6 +20,8 @@ proto::TransferKind ToProto(TransferKind k) {
     case TransferKind::kGradientReduce: return proto::GRADIENT_REDUCE;
     case TransferKind::kDataIn: return proto::DATA_IN;
     case TransferKind::kBuffersOut: return proto::BUFFERS_OUT;
+    case TransferKind::kKeptOut: return proto::KEPT_OUT;
+    case TransferKind::kKeptIn: return proto::KEPT_IN;
   }
   return proto::TRANSFER_KIND_UNSPECIFIED;
 }
@@ -64,7 +66,8 @@ absl::StatusOr<TransferKind> FromProto(proto::TransferKind k) {
                          TransferKind::kActivationsOut, TransferKind::kStashOut,
                          TransferKind::kStashIn, TransferKind::kKeepResident,
                          TransferKind::kGradientReduce, TransferKind::kDataIn,
-                         TransferKind::kBuffersOut}) {
+                         TransferKind::kBuffersOut, TransferKind::kKeptOut,
+                         TransferKind::kKeptIn}) {
     if (ToProto(t) == k) return t;
   }
   return Malformed(absl::StrCat("unknown transfer kind ", static_cast<int>(k)));
@@ -139,6 +142,14 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
     }
     c.host_sums.resize(c.backward_packs.size(), false);
     c.host_sums[p] = true;
+  }
+  for (uint32_t p : pc.kept_packs()) {
+    if (p + 1 >= c.backward_packs.size()) {
+      return Malformed(absl::StrCat("it keeps the activations of backward pack ", p, "; there are ",
+                                    c.backward_packs.size(), " and the last cannot keep"));
+    }
+    c.keep.resize(c.backward_packs.size(), false);
+    c.keep[p] = true;
   }
   if (c.num_devices < 1 || plan.devices_size() != c.num_devices) {
     return Malformed(absl::StrCat("it has ", plan.devices_size(), " device task lists for ",

@@ -47,6 +47,8 @@ std::string TransferKindName(TransferKind kind) {
     case TransferKind::kStashOut: return "stash-out";
     case TransferKind::kStashIn: return "stash-in";
     case TransferKind::kKeepResident: return "keep-resident";
+    case TransferKind::kKeptOut: return "kept-out";
+    case TransferKind::kKeptIn: return "kept-in";
     case TransferKind::kGradientReduce: return "gradient-reduce";
     case TransferKind::kDataIn: return "data-in";
     case TransferKind::kBuffersOut: return "buffers-out";

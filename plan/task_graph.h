@@ -84,6 +84,18 @@ struct Config {
   bool HostSums(int pack) const {
     return pack >= 0 && pack < static_cast<int>(host_sums.size()) && host_sums[pack];
   }
+  // The backward packs that keep their activations (true at a pack's
+  // index; empty: none): the forward task that computes the pack's vLayers
+  // records autograd's saved tensors for each microbatch and sends them to
+  // the host (KEPT_OUT); the backward task takes them back (KEPT_IN) and
+  // runs autograd's backward on them without recomputing the forward. The
+  // others recompute from their stashed input. Only a pack whose vLayers
+  // lie in one forward pack, with equal forward and backward microbatches,
+  // can keep; never the last (its forward and backward are fused).
+  std::vector<bool> keep;
+  bool Keeps(int pack) const {
+    return pack >= 0 && pack < static_cast<int>(keep.size()) && keep[pack];
+  }
 };
 
 enum class TaskKind { kForward, kBackward, kUpdate };
@@ -101,6 +113,10 @@ enum class TransferKind {
   kDataIn,
   // Buffers a forward updated (BatchNorm statistics), back to the host.
   kBuffersOut,
+  // A kept pack's saved activations: out by the forward, in by the backward
+  // (Config::keep).
+  kKeptOut,
+  kKeptIn,
 };
 
 enum class Channel { kHost, kPeer, kLocal };

@@ -91,7 +91,7 @@ absl::StatusOr<harmony::planner::Packing> ParsePacks(const std::string& text) {
 // The plan command's flags.
 struct PlanFlags {
   std::string model, sample_path, profile_path, out, json_out, trace, memory_text,
-      mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", packs_text,
+      mode = "auto", schedule = "harmony", local_text = "auto", peer_text = "auto", keep_text = "auto", packs_text,
       host_link_text, host_latency_text, network_text = "1.25GB/s", latency_text = "50us",
       flush_denormal = "on", token_dtype, precision, grad_precision;
   int64_t seq_len = 0;
@@ -139,6 +139,11 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "auto | yes | no: in vDP, keep activations (and their gradients) between a "
        "device's packs on the device instead of sending them through the host; auto "
        "tries both")
+      ("keep-activations", po::value(&f->keep_text)->default_value(f->keep_text),
+       "auto | all | none: whether a backward pack keeps the activations its forward "
+       "saved (sent to the host and back) instead of recomputing its forward from the "
+       "stash; auto tries both per candidate, all keeps in every pack that can (its "
+       "vLayers in one forward pack, equal forward and backward microbatches)")
       ("peer-weights", po::value(&f->peer_text)->default_value(f->peer_text),
        "auto | yes | no: in vDP on several devices, device 0 swaps each pack's "
        "parameters in and the other devices copy them from it, so they cross the host "
@@ -352,6 +357,14 @@ absl::StatusOr<MakePlanOptions> PlanOptions(const PlanFlags& f, uint64_t memory,
   HARMONY_ASSIGN_OR_RETURN(options.local_activations,
                            ParseAutoYesNo("--local-activations", f.local_text));
   HARMONY_ASSIGN_OR_RETURN(options.peer_weights, ParseAutoYesNo("--peer-weights", f.peer_text));
+  if (f.keep_text == "all") {
+    options.keep = harmony::planner::KeepActivations::kAll;
+  } else if (f.keep_text == "none") {
+    options.keep = harmony::planner::KeepActivations::kNone;
+  } else if (f.keep_text != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--keep-activations \"", f.keep_text, "\": expected auto, all or none"));
+  }
   if (!f.packs_text.empty()) {
     HARMONY_ASSIGN_OR_RETURN(options.backward_packs, ParsePacks(f.packs_text));
   }

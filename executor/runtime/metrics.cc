@@ -20,6 +20,8 @@ std::string MetricsJson(const IterationMetrics& m) {
         {"activations_out", m.bytes.activations_out},
         {"stash_out", m.bytes.stash_out},
         {"stash_in", m.bytes.stash_in},
+        {"kept_out", m.bytes.kept_out},
+        {"kept_in", m.bytes.kept_in},
         {"peer", m.bytes.peer},
         {"data_in", m.bytes.data_in},
         {"targets_in", m.bytes.targets_in},
@@ -62,7 +64,8 @@ std::string MetricsJson(const IterationMetrics& m) {
 
 void IterationCounters::Reset() {
   for (std::atomic<uint64_t>* c : {&weights_in, &gradients_out, &activations_in, &activations_out,
-                                   &stash_out, &stash_in, &peer, &data_in, &targets_in}) {
+                                   &stash_out, &stash_in, &kept_out, &kept_in, &peer, &data_in,
+                                   &targets_in}) {
     *c = 0;
   }
   compute_ns = 0;
@@ -77,6 +80,8 @@ void IterationCounters::Fill(IterationMetrics& out) const {
   out.bytes.activations_out = activations_out;
   out.bytes.stash_out = stash_out;
   out.bytes.stash_in = stash_in;
+  out.bytes.kept_out = kept_out;
+  out.bytes.kept_in = kept_in;
   out.bytes.peer = peer;
   out.bytes.data_in = data_in;
   out.bytes.targets_in = targets_in;

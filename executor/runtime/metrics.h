@@ -21,14 +21,16 @@ struct SwapCounts {
   uint64_t activations_out = 0;
   uint64_t stash_out = 0;
   uint64_t stash_in = 0;
+  uint64_t kept_out = 0;  // Kept packs' saved activations (plan::Config::keep).
+  uint64_t kept_in = 0;
   uint64_t peer = 0;
   uint64_t data_in = 0;     // forward's arguments from the loader.
   uint64_t targets_in = 0;  // Targets of a loss applied outside the model.
 
   uint64_t to_device() const {
-    return weights_in + activations_in + stash_in + data_in + targets_in;
+    return weights_in + activations_in + stash_in + kept_in + data_in + targets_in;
   }
-  uint64_t to_host() const { return gradients_out + activations_out + stash_out; }
+  uint64_t to_host() const { return gradients_out + activations_out + stash_out + kept_out; }
 };
 
 // What one evaluation did (executor/runtime/evaluation.h).
@@ -103,7 +105,8 @@ struct IterationMetrics {
 // Fill run when no thread does (between iterations).
 struct IterationCounters {
   std::atomic<uint64_t> weights_in{0}, gradients_out{0}, activations_in{0},
-      activations_out{0}, stash_out{0}, stash_in{0}, peer{0}, data_in{0}, targets_in{0};
+      activations_out{0}, stash_out{0}, stash_in{0}, kept_out{0}, kept_in{0}, peer{0},
+      data_in{0}, targets_in{0};
   std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
 
   static void AddSeconds(std::atomic<int64_t>& ns, double seconds) {

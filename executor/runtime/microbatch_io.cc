@@ -70,6 +70,10 @@ Runtime::Impl::HostInputsResult Runtime::Impl::CopyInputsIn(const Task& t, int d
   if (data_bytes + target_bytes > 0) {
     Trace(d, kSwapIn, absl::StrCat("data in task ", t.id, " #", mb.index), start);
   }
+  for (const Transfer& x : t.transfers) {
+    if (x.microbatch != mb.index || x.kind != TransferKind::kKeptIn) continue;
+    HARMONY_ASSIGN_OR_RETURN(in.kept, RestoreKept(t, d, x, mb));
+  }
   for (size_t i = 0; i < t.transfers.size(); ++i) {
     const Transfer& x = t.transfers[i];
     if (x.microbatch != mb.index || !IsInput(x) || x.channel != Channel::kHost) continue;
@@ -112,9 +116,11 @@ std::future<Runtime::Impl::HostInputsResult> Runtime::Impl::PostInputs(const Tas
 absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const plan::Microbatch& mb,
                            std::future<HostInputsResult>& host,
                            std::map<Ref, c10::IValue>& values,
-                           std::vector<std::map<Ref, c10::IValue>>* gradients) {
+                           std::vector<std::map<Ref, c10::IValue>>* gradients,
+                           std::shared_ptr<KeptMicrobatch>* kept) {
   const double start = Now();
   HARMONY_ASSIGN_OR_RETURN(HostInputs in, host.get());
+  if (kept != nullptr) *kept = std::move(in.kept);
   for (auto& [ref, v] : in.data) values[ref] = std::move(v);
   for (size_t i = 0; i < t.transfers.size(); ++i) {
     const Transfer& x = t.transfers[i];

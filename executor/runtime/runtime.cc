@@ -97,6 +97,8 @@ uint64_t Runtime::optimizer_state_bytes() const { return impl_->host->optimizer_
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan,
                                                          const std::string& model_path,
                                                          const RuntimeOptions& options) {
+  // Kept activations save through autograd's default hooks.
+  common::InstallSavedTensorHooks();
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->plan = plan;
@@ -320,6 +322,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
                                  m.devices[0]->wants_pinned_host()));
   m.completion.StartIteration(static_cast<int>(m.graph.tasks.size()));
   m.mail.Reset();
+  {
+    std::lock_guard<std::mutex> lock(m.kept_mu);
+    m.kept.clear();
+  }
   m.reduction.StartIteration();
   m.peer_weights->StartIteration();
   m.counters.Reset();
@@ -345,6 +351,10 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   for (std::thread& t : threads) t.join();
   if (absl::Status s = m.completion.error(); !s.ok()) {
     m.mail.Reset();
+    {
+      std::lock_guard<std::mutex> lock(m.kept_mu);
+      m.kept.clear();
+    }
     m.reduction.StartIteration();
     m.peer_weights->StartIteration();  // Nothing kept from the failed iteration.
     return s;

@@ -27,12 +27,14 @@
 #include <tuple>
 #include <vector>
 
+#include <torch/csrc/autograd/edge.h>
 #include <torch/script.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/decomposer.h"
 #include "common/loss.h"
+#include "common/saved_tensors.h"
 #include "common/tensor_file.h"
 #include "executor/runtime/data_loader.h"
 #include "executor/runtime/device.h"
@@ -66,6 +68,36 @@ struct Runtime::Impl {
     std::vector<std::vector<at::Tensor>> params, buffers;  // Per vLayer of range.
   };
   using WeightsResult = absl::StatusOr<std::shared_ptr<DeviceWeights>>;
+
+  // A kept pack (plan::Config::keep) in its forward task: the parameters
+  // its vLayers ran on, as autograd leaves of their own (per vLayer of the
+  // range), whose data is released when the forward task ends; the
+  // backward's gradients are read at their edges.
+  struct KeptWeights {
+    PackRange range;
+    std::vector<std::vector<at::Tensor>> leaves;
+  };
+  // One microbatch of a kept pack, from its forward task to its backward
+  // task: what autograd saved per vLayer, the outputs the backward starts
+  // from (their graph edges), and the live-ins from before the pack (leaves,
+  // their data released) whose gradients it sends back.
+  struct KeptMicrobatch {
+    PackRange range;
+    std::shared_ptr<KeptWeights> weights;
+    std::vector<std::shared_ptr<common::SavedTensors>> saved;  // Per vLayer of range.
+    std::map<Ref, torch::autograd::Edge> roots;
+    struct Leaf {
+      at::Tensor tensor;
+      std::vector<int64_t> sizes;
+      at::TensorOptions options;
+    };
+    std::map<Ref, Leaf> leaves;
+    uint64_t bytes() const {
+      uint64_t total = 0;
+      for (const auto& s : saved) total += s->bytes();
+      return total;
+    }
+  };
 
   RuntimeOptions options;
   int threads_per_device = 1;  // Intra-op threads of each device's compute thread.
@@ -116,6 +148,10 @@ struct Runtime::Impl {
   }};
   // vDP: the devices' gradients summed before an update.
   GradientReduction reduction;
+  // Kept microbatches on the host, by (backward task, microbatch index);
+  // the mailbox (KEPT_OUT) says when one has arrived.
+  std::mutex kept_mu;
+  std::map<std::pair<int, int>, std::shared_ptr<KeptMicrobatch>> kept;  // Guarded by kept_mu.
   // The minibatch: forward's arguments (the inputs, plus the targets when
   // forward takes them) and the targets.
   Minibatch batch;
@@ -170,10 +206,43 @@ struct Runtime::Impl {
 
   // --- Running vLayers.
 
+  // `params` (may be null): the vLayer's parameters instead of w's.
   absl::StatusOr<std::vector<c10::IValue>> RunVLayer(int d, int k, const DeviceWeights& w,
                                                      const std::vector<at::Tensor>& buffers,
                                                      const std::vector<c10::IValue>& in,
-                                                     int offset);
+                                                     int offset,
+                                                     const std::vector<at::Tensor>* params = nullptr);
+
+  // The gradients of a backward's outputs from the later backward packs.
+  static std::map<Ref, at::Tensor> SumOutputGradients(
+      const std::vector<std::map<Ref, c10::IValue>>& incoming);
+  // fp32 gradients (Configuration.fp32_gradients): w's bf16 gradients to fp32.
+  absl::Status ToFp32Gradients(DeviceWeights& w) const;
+
+  // --- Kept activations (kept_activations.cc).
+
+  // The leaves a forward task runs kept pack `range`'s vLayers on.
+  std::shared_ptr<KeptWeights> KeptLeaves(const DeviceWeights& w, PackRange range);
+  // Runs vLayer k of a kept pack with autograd, saving into `km`: live-ins
+  // from before the pack become leaves.
+  absl::StatusOr<std::vector<c10::IValue>> RunKeptVLayer(int d, int k, const DeviceWeights& w,
+                                                         std::vector<c10::IValue> in,
+                                                         int offset, KeptMicrobatch& km);
+  // After the pack's last vLayer: the outputs in `values` it made become
+  // the backward's roots (and are detached for everyone else).
+  void SealKept(KeptMicrobatch& km, std::map<Ref, c10::IValue>& values);
+  // Sends `km` to the host on the copy-out stream, for backward task `back`.
+  void OffloadKept(const Task& t, int d, const plan::Microbatch& mb, int back,
+                   std::shared_ptr<KeptMicrobatch> km);
+  // On the copy-in stream: waits for the kept microbatch and copies it in.
+  absl::StatusOr<std::shared_ptr<KeptMicrobatch>> RestoreKept(const Task& t, int d,
+                                                              const Transfer& x,
+                                                              const plan::Microbatch& mb);
+  // The backward of a kept microbatch from the gradients of its outputs:
+  // the parameters' gradients into w, the live-ins' into `input_grads`.
+  absl::Status KeptBackward(const Task& t, DeviceWeights& w, KeptMicrobatch& km,
+                            const std::map<Ref, at::Tensor>& output_grads,
+                            std::map<Ref, c10::IValue>& input_grads);
 
 
   // vLayer k's live-ins from `values`; Internal naming the missing one
@@ -199,6 +268,7 @@ struct Runtime::Impl {
   struct HostInputs {
     std::map<size_t, std::map<Ref, c10::IValue>> by_transfer;
     std::map<Ref, c10::IValue> data;
+    std::shared_ptr<KeptMicrobatch> kept;  // A kept pack's backward.
   };
   using HostInputsResult = absl::StatusOr<HostInputs>;
 
@@ -220,11 +290,12 @@ struct Runtime::Impl {
   // tensor): the host inputs `host` brings, and what other tasks left on
   // this device or sent from another. Gradients a backward task receives
   // from later backward tasks go to `gradients`, in the order of the task's
-  // transfers.
+  // transfers. A kept pack's backward gets its kept microbatch in `kept`.
   absl::Status ReceiveInputs(const Task& t, int d, const plan::Microbatch& mb,
                              std::future<HostInputsResult>& host,
                              std::map<Ref, c10::IValue>& values,
-                             std::vector<std::map<Ref, c10::IValue>>* gradients);
+                             std::vector<std::map<Ref, c10::IValue>>* gradients,
+                             std::shared_ptr<KeptMicrobatch>* kept = nullptr);
 
   // Sends the values of one microbatch along the task's ACTIVATIONS_OUT and
   // STASH_OUT transfers. For a backward task, `values` holds the gradients

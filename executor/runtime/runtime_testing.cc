@@ -185,6 +185,8 @@ TrainingRun RunPlan(const Model& m, const proto::Plan& plan, const RuntimeOption
     EXPECT_EQ(it->bytes.activations_out, want.activations_out());
     EXPECT_EQ(it->bytes.stash_out, want.stash_out());
     EXPECT_EQ(it->bytes.stash_in, want.stash_in());
+    EXPECT_EQ(it->bytes.kept_out, want.kept_out());
+    EXPECT_EQ(it->bytes.kept_in, want.kept_in());
     EXPECT_EQ(it->bytes.peer, want.peer());
     for (size_t d = 0; d < it->device_peak_bytes.size(); ++d) {
       // Buffers are reused across microbatches and iterations: once the

@@ -52,8 +52,10 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::InputsOf(
 absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, const DeviceWeights& w,
                                                    const std::vector<at::Tensor>& buffers,
                                                    const std::vector<c10::IValue>& in,
-                                                   int offset) {
-  const std::vector<at::Tensor>& params = w.params[k - w.range.begin];
+                                                   int offset,
+                                                   const std::vector<at::Tensor>* override) {
+  const std::vector<at::Tensor>& params =
+      override != nullptr ? *override : w.params[k - w.range.begin];
   common::Autocast autocast(options.bf16.value_or(false), devices[d]->type());
   if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
   std::lock_guard<std::mutex> lock(rng_mu);
@@ -70,9 +72,31 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
                      std::vector<std::future<HostInputsResult>>& inputs,
                      const std::function<void()>& first_inputs_in) {
   c10::NoGradGuard no_grad;
+  // The kept packs this task computes (Config::keep): their vLayers run
+  // with autograd on leaves of the weights, saving for their backward task.
+  struct Keep {
+    PackRange range;
+    int back;
+    std::shared_ptr<KeptWeights> weights;
+  };
+  std::vector<Keep> keeps;
+  for (const Transfer& x : t.transfers) {
+    if (x.kind != TransferKind::kKeptOut || x.microbatch != t.microbatches.front().index) continue;
+    keeps.push_back({x.vlayers, x.peer_task, nullptr});
+  }
+  HARMONY_RETURN_IF_ERROR(CallTorch("kept weights", [&] {
+    for (Keep& keep : keeps) keep.weights = KeptLeaves(w, keep.range);
+  }));
+  auto keep_of = [&](int k) -> Keep* {
+    for (Keep& keep : keeps) {
+      if (k >= keep.range.begin && k < keep.range.end) return &keep;
+    }
+    return nullptr;
+  };
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
     const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
+    std::map<int, std::shared_ptr<KeptMicrobatch>> kept_now;  // By backward task.
     HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
     if (m == 0) first_inputs_in();
     const double start = Now();
@@ -91,9 +115,20 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
                                            "), microbatch ", mb.index));
       for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
         HARMONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> in, InputsOf(k, values, t));
-        HARMONY_ASSIGN_OR_RETURN(
-            std::vector<c10::IValue> outs,
-            RunVLayer(d, k, w, w.buffers[k - w.range.begin], in, mb.offset));
+        Keep* keep = keep_of(k);
+        std::vector<c10::IValue> outs;
+        if (keep == nullptr) {
+          HARMONY_ASSIGN_OR_RETURN(outs, RunVLayer(d, k, w, w.buffers[k - w.range.begin], in,
+                                                   mb.offset));
+        } else {
+          std::shared_ptr<KeptMicrobatch>& km = kept_now[keep->back];
+          if (km == nullptr) {
+            km = std::make_shared<KeptMicrobatch>();
+            km->range = keep->range;
+            km->weights = keep->weights;
+          }
+          HARMONY_ASSIGN_OR_RETURN(outs, RunKeptVLayer(d, k, w, std::move(in), mb.offset, *km));
+        }
         for (size_t i = 0; i < outs.size(); ++i) values[{k, static_cast<int>(i)}] = outs[i];
         for (auto it = values.begin(); it != values.end();) {
           const bool later = routes.ReadBetween(it->first, k, dec->num_vlayers());
@@ -103,17 +138,60 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
             ++it;
           }
         }
+        if (keep != nullptr && k == keep->range.end - 1) {
+          HARMONY_RETURN_IF_ERROR(
+              CallTorch("kept outputs", [&] { SealKept(*kept_now[keep->back], values); }));
+        }
       }
     }
     // What it made leaves this thread.
     HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
+    for (auto& [back, km] : kept_now) OffloadKept(t, d, mb, back, std::move(km));
     IterationCounters::AddSeconds(counters.compute_ns, Now() - start);
     Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
                                     " #", mb.index),
           start);
     HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, values));
   }
-  return absl::OkStatus();
+  // The weights the kept vLayers ran on leave with the task's: their
+  // leaves keep only their graph edges.
+  return CallTorch("kept weights", [&] {
+    for (Keep& keep : keeps) {
+      for (auto& leaves : keep.weights->leaves) {
+        for (at::Tensor& leaf : leaves) leaf.set_data(at::empty({0}, leaf.options()));
+      }
+    }
+  });
+}
+
+std::map<Ref, at::Tensor> Runtime::Impl::SumOutputGradients(
+    const std::vector<std::map<Ref, c10::IValue>>& incoming) {
+  // Summed over the later packs that read them, the latest first, as
+  // autograd would.
+  std::map<Ref, at::Tensor> grads;
+  for (auto it = incoming.rbegin(); it != incoming.rend(); ++it) {
+    for (const auto& [ref, g] : *it) {
+      if (!g.isTensor()) continue;
+      at::Tensor& acc = grads[ref];
+      acc = acc.defined() ? acc + g.toTensor() : g.toTensor();
+    }
+  }
+  return grads;
+}
+
+absl::Status Runtime::Impl::ToFp32Gradients(DeviceWeights& w) const {
+  if (!fp32_gradients) return absl::OkStatus();
+  // fp32 from here on: the next microbatches' bf16 gradients are added
+  // into them in fp32 (AccumulateGrad's +=).
+  return CallTorch("fp32 gradients", [&] {
+    for (const std::vector<at::Tensor>& ps : w.params) {
+      for (const at::Tensor& p : ps) {
+        if (p.grad().defined() && p.grad().scalar_type() == at::kBFloat16) {
+          p.mutable_grad() = p.grad().to(at::kFloat);
+        }
+      }
+    }
+  });
 }
 
 absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
@@ -127,11 +205,27 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
     const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
     std::vector<std::map<Ref, c10::IValue>> incoming;
-    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming));
+    std::shared_ptr<KeptMicrobatch> km;
+    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming, &km));
     if (m == 0) first_inputs_in();
     const double start = Now();
     std::map<Ref, c10::IValue> input_grads;
-    {
+    if (graph.config.Keeps(t.pack)) {
+      if (km == nullptr) {
+        return absl::InternalError(absl::StrCat("task ", t.id, " keeps its activations but got "
+                                                "none for microbatch ", mb.index));
+      }
+      auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (kept backward of vLayers ",
+                                                  t.vlayers.begin, "-", t.vlayers.end - 1,
+                                                  "), microbatch ", mb.index));
+      std::map<Ref, at::Tensor> grads;
+      HARMONY_RETURN_IF_ERROR(CallTorch("gradients in", [&] {
+        grads = SumOutputGradients(incoming);
+      }));
+      HARMONY_RETURN_IF_ERROR(KeptBackward(t, w, *km, grads, input_grads));
+      HARMONY_RETURN_IF_ERROR(ToFp32Gradients(w));
+      km.reset();
+    } else {
       auto scope = devices[d]->Place(absl::StrCat("task ", t.id, " (backward of vLayers ",
                                            t.vlayers.begin, "-", t.vlayers.end - 1,
                                            "), microbatch ", mb.index));
@@ -222,16 +316,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
         roots.push_back(scaled);
         root_grads.push_back(at::ones_like(scaled));
       } else {
-        // Gradients of the outputs, summed over the later packs that read
-        // them (the latest first, as autograd would).
-        std::map<Ref, at::Tensor> grads;
-        for (auto it = incoming.rbegin(); it != incoming.rend(); ++it) {
-          for (auto& [ref, g] : *it) {
-            if (!g.isTensor()) continue;
-            at::Tensor& acc = grads[ref];
-            acc = acc.defined() ? acc + g.toTensor() : g.toTensor();
-          }
-        }
+        std::map<Ref, at::Tensor> grads = SumOutputGradients(incoming);
         for (auto& [ref, g] : grads) {
           HARMONY_ASSIGN_OR_RETURN(const c10::IValue* held, common::Lookup(values, ref, [&] {
             return absl::StrCat("task ", t.id, " got a gradient for vLayer ", ref.first, " output ",
@@ -248,17 +333,8 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
             absl::StrCat("backward of vLayers ", t.vlayers.begin, "-", t.vlayers.end - 1),
             [&] {
               torch::autograd::backward(roots, root_grads);
-              if (!fp32_gradients) return;
-              // fp32 from here on: the next microbatches' bf16 gradients
-              // are added into them in fp32 (AccumulateGrad's +=).
-              for (const std::vector<at::Tensor>& ps : w.params) {
-                for (const at::Tensor& p : ps) {
-                  if (p.grad().defined() && p.grad().scalar_type() == at::kBFloat16) {
-                    p.mutable_grad() = p.grad().to(at::kFloat);
-                  }
-                }
-              }
             }));
+        HARMONY_RETURN_IF_ERROR(ToFp32Gradients(w));
       }
       for (auto& [ref, leaf] : leaves) {
         if (!at::isFloatingType(leaf.scalar_type())) continue;

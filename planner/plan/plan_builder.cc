@@ -51,11 +51,13 @@ void SetSwap(proto::SwapBytes* out, const SwapTotals& s) {
   out->set_stash_out(s.stash_out);
   out->set_stash_in(s.stash_in);
   out->set_peer(s.peer);
+  out->set_kept_out(s.kept_out);
+  out->set_kept_in(s.kept_in);
 }
 
 uint64_t HostBytes(const proto::SwapBytes& s) {
   return s.weights_in() + s.gradients_out() + s.activations_in() + s.activations_out() +
-         s.stash_out() + s.stash_in();
+         s.stash_out() + s.stash_in() + s.kept_out() + s.kept_in();
 }
 
 std::string PacksText(const google::protobuf::RepeatedPtrField<proto::Pack>& packs) {
@@ -92,6 +94,9 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_peer_weights(c.peer_weights);
   for (size_t p = 0; p < c.host_sums.size(); ++p) {
     if (c.host_sums[p]) config->add_host_summed_packs(static_cast<uint32_t>(p));
+  }
+  for (size_t p = 0; p < c.keep.size(); ++p) {
+    if (c.keep[p]) config->add_kept_packs(static_cast<uint32_t>(p));
   }
   for (int d = 0; d < c.num_devices; ++d) {
     proto::DeviceSchedule* device = plan.add_devices();
@@ -153,6 +158,19 @@ std::string PlanSummary(const proto::Plan& plan) {
                           "  gradients summed on the host after each microbatch: backward "
                           "pack(s) %s (too large to accumulate on the device)\n",
                           absl::StrJoin(packs, ", "));
+  }
+  {
+    // Per backward pack but the fused last: keep or recompute.
+    std::vector<std::string> choice;
+    for (int p = 0; p + 1 < c.backward_packs_size(); ++p) {
+      const bool kept = std::find(c.kept_packs().begin(), c.kept_packs().end(),
+                                  static_cast<uint32_t>(p)) != c.kept_packs().end();
+      choice.push_back(absl::StrCat(p, ":", kept ? "keep" : "recompute"));
+    }
+    if (!choice.empty()) {
+      absl::StrAppendFormat(&out, "  activations per backward pack: %s\n",
+                            absl::StrJoin(choice, " "));
+    }
   }
   absl::StrAppendFormat(&out, "  forward packs (%d): %s\n", c.forward_packs_size(),
                         PacksText(c.forward_packs()));
@@ -220,11 +238,12 @@ std::string PlanSummary(const proto::Plan& plan) {
   absl::StrAppendFormat(
       &out,
       "  swap per iteration: %s over the host link (weights in %s, gradients out %s, "
-      "activations %s, stash %s), %s device to device\n",
+      "activations %s, stash %s, kept activations %s), %s device to device\n",
       common::FormatBytes(swap), common::FormatBytes(e.swap().weights_in()),
       common::FormatBytes(e.swap().gradients_out()),
       common::FormatBytes(e.swap().activations_in() + e.swap().activations_out()),
       common::FormatBytes(e.swap().stash_out() + e.swap().stash_in()),
+      common::FormatBytes(e.swap().kept_out() + e.swap().kept_in()),
       common::FormatBytes(e.swap().peer()));
   if (e.has_ondemand_swap()) {
     const uint64_t od = HostBytes(e.ondemand_swap());

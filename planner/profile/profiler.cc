@@ -372,6 +372,10 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
       row.set_backward_peak_bytes(b.peak);
       row.set_backward_first_peak_bytes(b.first_peak);
       row.set_saved_bytes(b.saved);
+      if (b.fits && k + 1 < n) {
+        HARMONY_ASSIGN_OR_RETURN(const uint64_t kept, timing::KeptBytes(c, k));
+        row.set_kept_bytes(kept);
+      }
       *bwd_fit = *bwd_fit && b.fits;
       std::vector<c10::IValue> in = c.InputsOf(k);
       for (size_t i = 0; i < in.size(); ++i) {

@@ -21,6 +21,7 @@
 #include "common/autocast.h"
 #include "common/intra_op_threads.h"
 #include "common/model_output.h"
+#include "common/saved_tensors.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "planner/profile/machine.h"
@@ -173,6 +174,39 @@ double Execute(const Context& c, int k, bool backward, Prepared& p,
 // fresh allocation of a large activation costs page faults the runtime
 // does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
 }  // namespace
+
+absl::StatusOr<uint64_t> KeptBytes(const Context& c, int k) {
+  common::InstallSavedTensorHooks();
+  uint64_t bytes = 0;
+  HARMONY_RETURN_IF_ERROR(common::CallTorch(absl::StrCat("vLayer ", k, "'s kept activations"), [&] {
+    const std::vector<common::ValueSource>& sources = c.d->vlayers()[k].inputs;
+    std::vector<c10::IValue> inputs = c.InputsOf(k);
+    for (size_t i = 0; i < inputs.size() && i < sources.size(); ++i) {
+      if (sources[i].producer < 0 || !inputs[i].isTensor() ||
+          !at::isFloatingType(inputs[i].toTensor().scalar_type())) {
+        continue;
+      }
+      inputs[i] = inputs[i].toTensor().detach().requires_grad_(true);
+    }
+    std::vector<at::Tensor> params, buffers;
+    for (const at::Tensor& t : c.params[k]) {
+      at::Tensor leaf = t.detach();
+      if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+      params.push_back(leaf);
+    }
+    for (const at::Tensor& b : c.buffers[k]) buffers.push_back(b.clone());
+    auto saved = std::make_shared<common::SavedTensors>(params);
+    c10::AutoGradMode grad_mode(true);
+    common::Autocast autocast(c.bf16);
+    {
+      common::SaveInto into(saved);
+      absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, params, buffers, inputs);
+      if (!out.ok()) throw std::runtime_error(std::string(out.status().message()));
+    }
+    bytes = saved->bytes();
+  }));
+  return bytes;
+}
 
 absl::Status OutputGradients(Context& c) {
   const int n = c.d->num_vlayers();

@@ -66,6 +66,13 @@ struct Context {
 // were.
 absl::Status OutputGradients(Context& c);
 
+// What keeping vLayer k's activations moves at the context's microbatch
+// (proto kept_bytes): its forward run with autograd as a kept pack's forward
+// task runs it (live-ins from earlier vLayers and the parameters as leaves),
+// the distinct storages of what autograd saves, the parameters' excluded
+// (common/saved_tensors.h).
+absl::StatusOr<uint64_t> KeptBytes(const Context& c, int k);
+
 // One run of vLayer k's forward (or recompute + backward) with its weights
 // and inputs copied onto `device` (a fresh one of the context's capacity
 // when null). Repeats share a device, so that they reuse its cache of freed

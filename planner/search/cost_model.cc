@@ -116,6 +116,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
           m->peak_with_gradients_ && (m->first_peaks_ || r.backward_first_peak_bytes() > 0);
       row.cost.saved_bytes = r.saved_bytes();
       m->measured_saved_ = m->measured_saved_ || r.saved_bytes() > 0;
+      row.cost.kept_bytes = r.kept_bytes();
+      m->measured_kept_ = m->measured_kept_ || r.kept_bytes() > 0;
       row.cost.forward_fits = r.forward_fits();
       row.cost.backward_fits = r.backward_fits();
       rows.push_back(row);
@@ -249,6 +251,7 @@ LayerCost CostModel::Compute(int layer, int u) const {
                   c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
                   c.backward_first_peak = static_cast<uint64_t>(a.cost.backward_first_peak * t);
                   c.saved_bytes = static_cast<uint64_t>(a.cost.saved_bytes * t);
+                  c.kept_bytes = static_cast<uint64_t>(a.cost.kept_bytes * t);
                   return;
                 }
                 c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
@@ -256,6 +259,7 @@ LayerCost CostModel::Compute(int layer, int u) const {
                 c.backward_first_peak =
                     LerpBytes(a.cost.backward_first_peak, b.cost.backward_first_peak, t);
                 c.saved_bytes = LerpBytes(a.cost.saved_bytes, b.cost.saved_bytes, t);
+                c.kept_bytes = LerpBytes(a.cost.kept_bytes, b.cost.kept_bytes, t);
               });
   // Fits up to the largest size measured to fit with nothing failing below.
   auto fits_up_to = [&](bool backward) {
@@ -440,6 +444,21 @@ double CostModel::BackwardSeconds(int begin, int end, int u) const {
   double t = 0;
   for (int l = begin; l < end; ++l) t += Cost(l, u).backward_s;
   return t;
+}
+
+double CostModel::KeptBackwardSeconds(int begin, int end, int u) const {
+  double t = 0;
+  for (int l = begin; l < end; ++l) {
+    const LayerCost c = Cost(l, u);
+    t += std::max(0.0, c.backward_s - c.forward_s);
+  }
+  return t;
+}
+
+uint64_t CostModel::KeptBytes(int begin, int end, int u) const {
+  uint64_t total = 0;
+  for (int l = begin; l < end; ++l) total += Cost(l, u).kept_bytes;
+  return total;
 }
 
 uint64_t CostModel::ForwardMemory(int begin, int end, int u) const {

@@ -47,6 +47,8 @@ struct LayerCost {
   // What the forward keeps for autograd until the backward (0 when the
   // profile did not measure it).
   uint64_t saved_bytes = 0;
+  // What keeping its activations moves (proto kept_bytes; 0: not measured).
+  uint64_t kept_bytes = 0;
   uint64_t input_bytes = 0;   // Live-ins (activations), all of them.
   uint64_t output_bytes = 0;  // Live-outs.
   bool forward_fits = false;
@@ -177,6 +179,14 @@ class CostModel {
   double UpdateSeconds(int begin, int end) const;
   double ForwardSeconds(int begin, int end, int microbatch) const;
   double BackwardSeconds(int begin, int end, int microbatch) const;
+  // A kept pack's backward (Config::keep): without the recompute, the
+  // backward's time less the forward's, per vLayer.
+  double KeptBackwardSeconds(int begin, int end, int microbatch) const;
+  // Bytes a kept pack's saved activations take on the link each way, per
+  // microbatch.
+  uint64_t KeptBytes(int begin, int end, int microbatch) const;
+  // Whether the profile measured kept bytes (packs can keep).
+  bool measured_kept() const { return measured_kept_; }
   // Device memory the pack needs while it runs (see above).
   uint64_t ForwardMemory(int begin, int end, int microbatch) const;
   // `host_sums`: the pack's gradients are summed on the host after each
@@ -239,6 +249,7 @@ class CostModel {
   uint64_t target_bytes_per_sample_ = 0;
   bool uses_rng_ = false;
   bool measured_saved_ = false;  // The profile has saved_bytes.
+  bool measured_kept_ = false;   // ...and kept_bytes.
   bool peak_with_gradients_ = false;  // Backward peaks hold the gradients.
   bool first_peaks_ = false;          // ...and backward_first_peak is measured.
 };

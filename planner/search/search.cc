@@ -92,6 +92,26 @@ std::vector<bool> HostSumsFor(const CostModel& model, const Config& c) {
   return sums;
 }
 
+// `c` as the search tries it with kept activations (Config::keep): as is
+// and with every backward pack that can keep keeping (auto), only the
+// latter (all), or only as is (none).
+std::vector<Config> KeepVariants(const CostModel& model, const Config& c, KeepActivations keep) {
+  if (keep == KeepActivations::kNone || c.schedule != Schedule::kHarmony ||
+      c.forward_microbatch != c.backward_microbatch || !model.measured_kept()) {
+    return {c};
+  }
+  Config all = c;
+  all.keep.assign(c.backward_packs.size(), false);
+  bool any = false;
+  for (size_t q = 0; q + 1 < c.backward_packs.size(); ++q) {
+    all.keep[q] = KeepSource(c.forward_packs, c.backward_packs[q]) >= 0;
+    any = any || all.keep[q];
+  }
+  if (!any) return {c};
+  if (keep == KeepActivations::kAll) return {all};
+  return {c, all};
+}
+
 }  // namespace
 
 // Adds each pack's compute at the microbatch sizes the tasks run.
@@ -108,10 +128,26 @@ double BusiestDeviceComputeSeconds(const CostModel& model, const Config& c) {
     }
     return seconds;
   };
+  // Kept packs' backwards run without their recompute.
+  auto kept = [&](int samples, int u) {
+    const int full = samples / u, rest = samples % u;
+    double seconds = 0;
+    for (size_t q = 0; q < c.backward_packs.size(); ++q) {
+      if (!c.Keeps(static_cast<int>(q))) continue;
+      const PackRange& p = c.backward_packs[q];
+      auto saved = [&](int size) {
+        return model.BackwardSeconds(p.begin, p.end, size) -
+               model.KeptBackwardSeconds(p.begin, p.end, size);
+      };
+      seconds += full * saved(u) + (rest > 0 ? saved(rest) : 0.0);
+    }
+    return seconds;
+  };
   const int n = std::max(1, c.num_devices);
   const int samples = c.mode == Mode::kVdp ? (c.minibatch + n - 1) / n : c.minibatch;
   const double seconds = over(c.forward_packs, samples, c.forward_microbatch, true) +
-                         over(c.backward_packs, samples, c.backward_microbatch, false);
+                         over(c.backward_packs, samples, c.backward_microbatch, false) -
+                         kept(samples, c.backward_microbatch);
   return c.mode == Mode::kVdp ? seconds : seconds / n;
 }
 
@@ -390,7 +426,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                 continue;
               }
               c.local_activations = local;
-              configs.push_back(c);
+              for (Config& k : KeepVariants(model, c, o.keep)) configs.push_back(std::move(k));
             }
           }
         }

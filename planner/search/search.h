@@ -29,6 +29,11 @@
 
 namespace harmony::planner {
 
+// Whether backward packs keep their activations from the forward
+// (plan::Config::keep) or recompute them: the search tries both per
+// candidate (auto), or every pack that can keep does (all), or none does.
+enum class KeepActivations { kAuto, kAll, kNone };
+
 struct SearchOptions {
   int num_devices = 1;
   uint64_t device_memory = 0;
@@ -50,6 +55,7 @@ struct SearchOptions {
   // it (true), or each device swaps its own in (false); empty: true when
   // the profile's device-to-device bandwidth is at least the host link's.
   std::optional<bool> peer_weights;
+  KeepActivations keep = KeepActivations::kAuto;
   // Skip microbatch sizes whose compute alone cannot beat what was found
   // (a lower bound; the result is the same as without: tested).
   bool prune = true;

@@ -100,6 +100,24 @@ class Builder {
     AddDependency(back, fwd);
   }
 
+  // Backward pack `back`'s saved activations, per microbatch: out by the
+  // forward task `fwd` that computes its vLayers, in by `back`
+  // (Config::keep; the microbatches are the same on both sides).
+  void Keep(int fwd, int back) {
+    Task& f = g_.tasks[fwd];
+    Task& b = g_.tasks[back];
+    const PackRange r = b.vlayers;
+    for (const Microbatch& mb : f.microbatches) {
+      f.transfers.push_back({TransferKind::kKeptOut, Channel::kHost, r, mb.index, -1, back,
+                             m_.KeptBytes(r.begin, r.end, mb.size)});
+    }
+    for (const Microbatch& mb : b.microbatches) {
+      b.transfers.push_back({TransferKind::kKeptIn, Channel::kHost, r, mb.index, -1, fwd,
+                             m_.KeptBytes(r.begin, r.end, mb.size)});
+    }
+    AddDependency(back, fwd);
+  }
+
   // Weight swaps along each device's task list: every task swaps its
   // weights in, prefetched during the device's previous task; a device's
   // last forward task keeps them for its first backward task on the same
@@ -223,6 +241,19 @@ int StashSource(const Packing& forward_packs, const PackRange& r) {
   return -1;
 }
 
+}  // namespace
+
+int KeepSource(const Packing& forward_packs, const PackRange& r) {
+  for (size_t p = 0; p < forward_packs.size(); ++p) {
+    if (r.begin >= forward_packs[p].begin && r.end <= forward_packs[p].end) {
+      return static_cast<int>(p);
+    }
+  }
+  return -1;
+}
+
+namespace {
+
 std::vector<Microbatch> Indexed(std::vector<Microbatch> mbs) {
   for (size_t i = 0; i < mbs.size(); ++i) mbs[i].index = static_cast<int>(i);
   return mbs;
@@ -257,11 +288,16 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
   }
   for (int q = 0; q < nb; ++q) {
     const PackRange r = c.backward_packs[q];
-    b.DataIn(bwd[q]);
+    if (c.Keeps(q)) {
+      // Its forward task's saved activations; no data, no stash.
+      b.Keep(fwd[KeepSource(c.forward_packs, r)], bwd[q]);
+    } else {
+      b.DataIn(bwd[q]);
+    }
     if (q == nb - 1) {
       // The fused pack reads the forward packs' outputs directly.
       for (int i : fused_feeds[q]) b.Link(fwd[i], bwd[q], c.forward_packs[i], r);
-    } else {
+    } else if (!c.Keeps(q)) {
       // Stashed at forward time by the forward task holding its first vLayer.
       if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p], bwd[q]);
     }
@@ -323,12 +359,16 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
     }
     for (int q = 0; q < nb; ++q) {
       const PackRange r = c.backward_packs[q];
-      b.DataIn(bwd[q][d]);
+      if (c.Keeps(q)) {
+        b.Keep(fwd[KeepSource(c.forward_packs, r)][d], bwd[q][d]);
+      } else {
+        b.DataIn(bwd[q][d]);
+      }
       if (q == nb - 1) {
         for (int i : fused_feeds[q]) {
           b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r, c.local_activations);
         }
-      } else {
+      } else if (!c.Keeps(q)) {
         if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p][d], bwd[q][d]);
       }
       for (int later = q + 1; later < nb; ++later) {

@@ -59,6 +59,10 @@ using plan::TransferKindName;
 // vDP).
 absl::Status ValidateConfig(const CostModel& model, const Config& config);
 
+// The forward pack holding every vLayer of backward pack `r` (whose forward
+// task can keep r's activations: Config::keep), or -1.
+int KeepSource(const Packing& forward_packs, const PackRange& r);
+
 // Builds Harmony's task graph for `config`. InvalidArgument when the config
 // is malformed (packs that do not cover the vLayers, U_f < U_b, more
 // devices than samples for vDP).

@@ -67,6 +67,32 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
       return Invalid("gradients are summed on the host only in Harmony's vPP");
     }
   }
+  if (!c.keep.empty()) {
+    if (c.keep.size() != c.backward_packs.size()) {
+      return Invalid(absl::StrCat("kept activations are given for ", c.keep.size(),
+                                  " backward packs; there are ", c.backward_packs.size()));
+    }
+    for (size_t q = 0; q < c.keep.size(); ++q) {
+      if (!c.keep[q]) continue;
+      if (q + 1 == c.keep.size()) {
+        return Invalid("the last backward pack cannot keep its activations (it is fused)");
+      }
+      if (c.schedule != Schedule::kHarmony) {
+        return Invalid("activations are kept only in Harmony's schedules");
+      }
+      if (c.forward_microbatch != c.backward_microbatch) {
+        return Invalid(absl::StrCat("backward pack ", q, " keeps its activations, which needs "
+                                    "equal forward and backward microbatches (U_f ",
+                                    c.forward_microbatch, ", U_b ", c.backward_microbatch, ")"));
+      }
+      if (KeepSource(c.forward_packs, c.backward_packs[q]) < 0) {
+        return Invalid(absl::StrCat("backward pack ", q, " (vLayers ", c.backward_packs[q].begin,
+                                    "-", c.backward_packs[q].end - 1,
+                                    ") keeps its activations but no forward pack holds all its "
+                                    "vLayers"));
+      }
+    }
+  }
   if (c.mode == Mode::kVdp && c.minibatch < c.num_devices) {
     return Invalid(absl::StrCat("vDP needs at least one sample per device: minibatch ",
                                 c.minibatch, " for ", c.num_devices, " devices"));
@@ -152,6 +178,7 @@ absl::Status ValidateTaskGraph(const CostModel& m, const TaskGraph& g) {
   const std::vector<std::pair<TransferKind, TransferKind>> pairs = {
       {TransferKind::kActivationsOut, TransferKind::kActivationsIn},
       {TransferKind::kStashOut, TransferKind::kStashIn},
+      {TransferKind::kKeptOut, TransferKind::kKeptIn},
   };
   // A device's weights copied from another device's: from its task at the
   // same place in that device's list (same pack and kind), which swaps

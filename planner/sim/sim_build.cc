@@ -170,10 +170,11 @@ void Sim::Build() {
         in_bytes += x->bytes;
         if (first_in < 0) first_in = op;
       }
-      for (TransferKind kind : {TransferKind::kActivationsIn, TransferKind::kStashIn}) {
-        const TransferKind send = kind == TransferKind::kActivationsIn
-                                      ? TransferKind::kActivationsOut
-                                      : TransferKind::kStashOut;
+      for (TransferKind kind :
+           {TransferKind::kActivationsIn, TransferKind::kStashIn, TransferKind::kKeptIn}) {
+        const TransferKind send = kind == TransferKind::kActivationsIn ? TransferKind::kActivationsOut
+                                  : kind == TransferKind::kStashIn     ? TransferKind::kStashOut
+                                                                       : TransferKind::kKeptOut;
         for (const Transfer* x : Find(t, kind, mb.index)) {
           std::vector<int> from = Sends(x->peer_task, send, t.id, mb.index);
           if (x->channel == Channel::kPeer) {
@@ -202,6 +203,7 @@ void Sim::Build() {
           deps.insert(deps.end(), after.begin(), after.end());
           const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
                              Name([&] { return absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
+                                                            : kind == TransferKind::kKeptIn ? "kept in "
                                                                          : "activations in ",
                                           label, " #", mb.index); }));
           inputs.push_back(op);
@@ -214,10 +216,11 @@ void Sim::Build() {
       if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
       // Summed on the host: the previous microbatch's gradients have left.
       if (summed_out >= 0) deps.push_back(summed_out);
+      const bool kept = t.kind == TaskKind::kBackward && g_.config.Keeps(t.pack);
       const double seconds =
-          t.kind == TaskKind::kForward
-              ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
-              : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
+          t.kind == TaskKind::kForward ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
+          : kept ? m_.KeptBackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
+                 : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
       const int compute = Add(d, kCompute, kNoLink, seconds, deps,
                               Name([&] { return absl::StrCat(label, " #", mb.index); }));
       if (first_compute_[t.id] < 0) {
@@ -263,6 +266,10 @@ void Sim::Build() {
         }
         const uint64_t targets = t.fused_loss ? m_.TargetBytes(u) : 0;
         working = working > targets ? working - targets : 0;
+        // Kept: the saved activations came in with the inputs (held above)
+        // where a recompute makes them in its working set.
+        const uint64_t in_kept = kept ? m_.KeptBytes(t.vlayers.begin, t.vlayers.end, u) : 0;
+        working = working > in_kept ? working - in_kept : 0;
       }
       holds_.push_back({d, working, compute, compute});
       if (host_summed) {
@@ -281,7 +288,8 @@ void Sim::Build() {
       // Outputs.
       uint64_t out_bytes = 0;
       int last_out = compute;
-      for (TransferKind kind : {TransferKind::kActivationsOut, TransferKind::kStashOut}) {
+      for (TransferKind kind :
+           {TransferKind::kActivationsOut, TransferKind::kStashOut, TransferKind::kKeptOut}) {
         for (const Transfer* x : Find(t, kind, mb.index)) {
           if (x->channel == Channel::kLocal) {  // Stays: nothing to copy.
             sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back(
@@ -296,6 +304,7 @@ void Sim::Build() {
           } else {
             op = Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {compute},
                      Name([&] { return absl::StrCat(kind == TransferKind::kStashOut ? "stash out "
+                                                    : kind == TransferKind::kKeptOut ? "kept out "
                                                                   : "activations out ",
                                   label, " #", mb.index); }));
           }

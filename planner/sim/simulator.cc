@@ -152,6 +152,8 @@ SimResult Sim::Collect(bool keep_events) {
         case TransferKind::kBuffersOut: r.swap.gradients_out += x.bytes; break;
         case TransferKind::kStashOut: r.swap.stash_out += x.bytes; stash += x.bytes; break;
         case TransferKind::kStashIn: r.swap.stash_in += x.bytes; break;
+        case TransferKind::kKeptOut: r.swap.kept_out += x.bytes; stash += x.bytes; break;
+        case TransferKind::kKeptIn: r.swap.kept_in += x.bytes; break;
         case TransferKind::kDataIn: r.swap.data_in += x.bytes; break;
         case TransferKind::kActivationsIn:
           if (x.channel == Channel::kHost) r.swap.activations_in += x.bytes;

@@ -60,12 +60,14 @@ struct SwapTotals {
   uint64_t activations_out = 0;
   uint64_t stash_out = 0;
   uint64_t stash_in = 0;
+  uint64_t kept_out = 0;  // Kept packs' saved activations.
+  uint64_t kept_in = 0;
   uint64_t data_in = 0;
   uint64_t peer = 0;             // Device to device, reductions included.
   // Bytes over the host link (both directions).
   uint64_t host_link() const {
     return weights_in + gradients_out + activations_in + activations_out + stash_out +
-           stash_in + data_in;
+           stash_in + kept_out + kept_in + data_in;
   }
 };
 
