@@ -180,7 +180,8 @@ class CostModel {
   double ForwardSeconds(int begin, int end, int microbatch) const;
   double BackwardSeconds(int begin, int end, int microbatch) const;
   // A kept pack's backward (Config::keep): without the recompute, the
-  // backward's time less the forward's, per vLayer.
+  // backward's time less the forward's, per vLayer (at least half the
+  // backward's).
   double KeptBackwardSeconds(int begin, int end, int microbatch) const;
   // Bytes a kept pack's saved activations take on the link each way, per
   // microbatch.

@@ -208,7 +208,7 @@ class Sim {
   std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
   // (task, kind, to) -> (microbatch, op) of its sends.
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
-  static constexpr size_t kKinds = 11;  // TransferKind values.
+  static constexpr size_t kKinds = static_cast<size_t>(TransferKind::kKeptIn) + 1;
   std::map<int, std::vector<std::vector<const Transfer*>>> index_;
   const std::vector<const Transfer*> empty_;
   std::vector<int> first_compute_, weight_op_;

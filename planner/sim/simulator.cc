@@ -137,7 +137,8 @@ SimResult Sim::Collect(bool keep_events) {
     int64_t now = 0;
     for (const auto& [t, delta] : e) {
       now += delta;
-      r.device_peak[d] = std::max<uint64_t>(r.device_peak[d], now);
+      // A hold of no duration frees before it allocates (frees first).
+      if (now > 0) r.device_peak[d] = std::max<uint64_t>(r.device_peak[d], now);
     }
     if (r.device_peak[d] > c_.device_memory) r.fits = false;
   }

@@ -124,7 +124,7 @@ struct Planned {
 // needed 22% more for shufflenet_v2's backward before profile and runtime
 // used the same count.
 Planned MakePlan(const proto::ProfileFile& profile, const planner::CostModel& cost, Mode mode,
-                 int devices, int microbatch, bool host_sums = false) {
+                 int devices, int microbatch, bool host_sums = false, bool keep = false) {
   const int layers = cost.num_layers();
   const int size = 1;
   Config c;
@@ -137,6 +137,11 @@ Planned MakePlan(const proto::ProfileFile& profile, const planner::CostModel& co
   c.backward_packs = Chunks(0, layers, size);
   c.forward_packs = Chunks(0, c.backward_packs.back().begin, size);
   if (host_sums) c.host_sums.assign(c.backward_packs.size(), true);
+  if (keep) {
+    // Every pack but the fused last keeps its activations (Config::keep).
+    c.keep.assign(c.backward_packs.size(), true);
+    c.keep.back() = false;
+  }
   absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(cost, c);
   EXPECT_TRUE(g.ok()) << g.status();
   absl::StatusOr<planner::SimResult> sim = planner::Simulate(cost, *g, false);
@@ -402,10 +407,16 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     // Every pack's gradients summed on the host after each microbatch
     // (Config::host_sums): the same adds in the same order, bit for bit.
     bool host_sums = false;
+    // Every pack keeps its forward's activations (Config::keep): no
+    // recompute, the same ops on the same values, bit for bit.
+    bool keep = false;
   };
   std::vector<Run> runs = {Run{Mode::kVpp, 1, u, false}, Run{Mode::kVpp, 2, u, false},
                            Run{Mode::kVdp, 2, u_vdp, false},
-                           Run{Mode::kVpp, 2, u, false, true}};
+                           Run{Mode::kVpp, 2, u, false, true},
+                           Run{Mode::kVpp, 1, u, false, false, true},
+                           Run{Mode::kVpp, 2, u, false, false, true},
+                           Run{Mode::kVdp, 2, u_vdp, false, false, true}};
   // Adam where every sum runs in PyTorch's order (bit-identical). With a
   // tied weight, Adam turns the last-bit differences of gradients that are
   // zero but for rounding (attention's key bias) into whole steps.
@@ -414,11 +425,18 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     const std::string what =
         absl::StrCat(m.name, " ", r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.devices,
                      " device(s), microbatch ", r.microbatch, r.adam ? ", Adam" : ", SGD",
-                     r.host_sums ? ", gradients summed on the host" : "");
+                     r.host_sums ? ", gradients summed on the host" : "",
+                     r.keep ? ", activations kept" : "");
     SCOPED_TRACE(what);
     const Reference ref = ReadReference(training_refs.at({r.microbatch, r.adam}));
     ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kIterations));
-    const Planned p = MakePlan(*profile, c, r.mode, r.devices, r.microbatch, r.host_sums);
+    const Planned p =
+        MakePlan(*profile, c, r.mode, r.devices, r.microbatch, r.host_sums, r.keep);
+    if (r.keep && c.num_layers() > 1) {
+      EXPECT_GT(p.plan.config().kept_packs_size(), 0);
+      EXPECT_GT(p.plan.estimates().swap().kept_out(), 0u);
+      EXPECT_EQ(p.plan.estimates().swap().stash_out(), 0u);
+    }
     // The plan swaps: where weights and gradients are most of the memory,
     // its peak is below what the whole model needs resident. (Not with 2
     // vLayers: the last pack's gradients may still be leaving while the
@@ -497,15 +515,18 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     // over three steps, was up to 0.18 of the step on squeezenet).
     std::vector<Run> bf16_runs = {Run{Mode::kVpp, 1, u, false}, Run{Mode::kVpp, 2, u, false},
                                   Run{Mode::kVdp, 2, kMinibatch / 2, false},
-                                  Run{Mode::kVpp, 2, u, false, true}};
+                                  Run{Mode::kVpp, 2, u, false, true},
+                                  Run{Mode::kVpp, 2, u, false, false, true}};
     for (const Run& r : bf16_runs) {
       const std::string what =
           absl::StrCat(m.name, " bf16 ", r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.devices,
                        " device(s), microbatch ", r.microbatch,
-                       r.host_sums ? ", gradients summed on the host" : "");
+                       r.host_sums ? ", gradients summed on the host" : "",
+                       r.keep ? ", activations kept" : "");
       SCOPED_TRACE(what);
       const Reference ref = ReadReference(bf16_refs.at(r.microbatch));
-      const Planned p = MakePlan(*bf16_profile, c16, r.mode, r.devices, r.microbatch, r.host_sums);
+      const Planned p = MakePlan(*bf16_profile, c16, r.mode, r.devices, r.microbatch,
+                                 r.host_sums, r.keep);
       EXPECT_EQ(p.plan.config().precision(), proto::BF16);
       const bool exact =
           !m.tied && (r.mode == Mode::kVpp || r.microbatch * r.devices == kMinibatch);
