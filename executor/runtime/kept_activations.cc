@@ -4,6 +4,7 @@
 // the backward task's copy-in stream brings them back; the backward runs
 // autograd's engine from the outputs' gradients, without a recompute.
 
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -83,9 +84,15 @@ void Runtime::Impl::SealKept(KeptMicrobatch& km, std::map<Ref, c10::IValue>& val
   }
 }
 
-void Runtime::Impl::OffloadKept(const Task& t, int d, const plan::Microbatch& mb, int back,
-                                std::shared_ptr<KeptMicrobatch> km) {
-  devices[d]->copy_out().Post([this, &t, d, mb, back, km] {
+std::future<void> Runtime::Impl::OffloadKept(const Task& t, int d, const plan::Microbatch& mb,
+                                             int back, std::shared_ptr<KeptMicrobatch> km) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> out = done->get_future();
+  devices[d]->copy_out().Post([this, &t, d, mb, back, km, done] {
+    struct Signal {
+      std::promise<void>& p;
+      ~Signal() { p.set_value(); }
+    } signal{*done};
     const double start = Now();
     uint64_t bytes = 0;
     const absl::Status s = CallTorch(absl::StrCat("kept activations of task ", t.id), [&] {
@@ -107,6 +114,7 @@ void Runtime::Impl::OffloadKept(const Task& t, int d, const plan::Microbatch& mb
     }
     Post(back, t.id, TransferKind::kKeptOut, Piece{mb.offset, mb.size, {}});
   });
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<Runtime::Impl::KeptMicrobatch>> Runtime::Impl::RestoreKept(

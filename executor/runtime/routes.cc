@@ -40,7 +40,9 @@ absl::StatusOr<Routes> Routes::Create(const plan::TaskGraph& graph,
     r.batched_.push_back(std::move(b));
   }
   for (const Task& t : graph.tasks) {
-    r.data_[t.id] = r.Between({-1, 0}, t.vlayers);
+    // A kept pack's backward reads no data: its forward did (Config::keep).
+    const bool kept = t.kind == TaskKind::kBackward && graph.config.Keeps(t.pack);
+    r.data_[t.id] = kept ? std::vector<Ref>{} : r.Between({-1, 0}, t.vlayers);
     for (const Transfer& x : t.transfers) {
       if (x.kind != TransferKind::kActivationsOut && x.kind != TransferKind::kStashOut) continue;
       if (x.peer_task < 0 || x.peer_task >= static_cast<int>(graph.tasks.size())) {

@@ -231,9 +231,10 @@ struct Runtime::Impl {
   // After the pack's last vLayer: the outputs in `values` it made become
   // the backward's roots (and are detached for everyone else).
   void SealKept(KeptMicrobatch& km, std::map<Ref, c10::IValue>& values);
-  // Sends `km` to the host on the copy-out stream, for backward task `back`.
-  void OffloadKept(const Task& t, int d, const plan::Microbatch& mb, int back,
-                   std::shared_ptr<KeptMicrobatch> km);
+  // Sends `km` to the host on the copy-out stream, for backward task `back`;
+  // ready once it has left the device (or failed).
+  std::future<void> OffloadKept(const Task& t, int d, const plan::Microbatch& mb, int back,
+                                std::shared_ptr<KeptMicrobatch> km);
   // On the copy-in stream: waits for the kept microbatch and copies it in.
   absl::StatusOr<std::shared_ptr<KeptMicrobatch>> RestoreKept(const Task& t, int d,
                                                               const Transfer& x,

@@ -13,6 +13,7 @@
 
 #include <torch/script.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
 #include "common/files.h"
@@ -144,6 +145,53 @@ TEST(RuntimeTest, DropoutIsReplayedAndIndependentOfTheSchedule) {
   const proto::Plan plan = MakePlan(plain, MakeConfig(plain, Mode::kVpp, 2, 2, 2, 2, 2));
   TrainingRun run = RunPlan(plain, plan, Options(2, 1ull << 30, Optimizer("adam")));
   EXPECT_NE(run.losses.front(), all.front().front());
+}
+
+// Kept activations (Config::keep): the backward runs on what the forward
+// saved, without a recompute; dropout's masks come from the forward. Two
+// backward packs per forward pack (so a forward task keeps two packs, the
+// second's live-ins made inside the task), in vPP on 1 and 2 devices and
+// vDP: the reference's losses and weights, bit for bit where every sum runs
+// in its order, and the bytes the plan says (RunPlan checks them).
+TEST(RuntimeTest, KeptActivationsTrainLikeTheRecompute) {
+  for (const std::string family : {"gpt", "resnet"}) {
+    const Model& m = GetModel(family, family == "gpt" ? 0.2 : 0.0);
+    for (auto [mode, devices] : std::vector<std::pair<Mode, int>>{
+             {Mode::kVpp, 1}, {Mode::kVpp, 2}, {Mode::kVdp, 2}}) {
+      Config c = MakeConfig(m, mode, devices, 2, 1, 2, 2);
+      c.keep.assign(c.backward_packs.size(), true);
+      c.keep.back() = false;
+      const proto::Plan plan = MakePlan(m, c);
+      SCOPED_TRACE(absl::StrCat(family, " ", planner::ModeName(mode), " on ", devices,
+                                " device(s)"));
+      ASSERT_EQ(plan.config().kept_packs_size(), c.backward_packs.size() - 1);
+      EXPECT_GT(plan.estimates().swap().kept_out(), 0u);
+      EXPECT_EQ(plan.estimates().swap().kept_in(), plan.estimates().swap().kept_out());
+      EXPECT_EQ(plan.estimates().swap().stash_out(), 0u);
+      TrainingRun run = RunPlan(m, plan, Options(devices, 1ull << 30, Optimizer("adam")));
+      ExpectLikeReference(m, plan, run, Reference("adam", family == "gpt"),
+                          mode == Mode::kVpp ? 0 : 1e-6, false);
+    }
+  }
+}
+
+// A kept pack needs its vLayers in one forward pack and equal microbatches.
+TEST(RuntimeTest, KeptPacksThatCannotKeepAreRefused) {
+  const Model& m = GetModel("mlp");
+  Config across = MakeConfig(m, Mode::kVpp, 1, 1, 2, 2, 2);
+  across.keep.assign(across.backward_packs.size(), true);
+  across.keep.back() = false;
+  absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(*m.cost, across);
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(absl::StrContains(g.status().message(), "no forward pack holds all its vLayers"))
+      << g.status();
+  Config unequal = MakeConfig(m, Mode::kVpp, 1, 1, 1, 4, 2);
+  unequal.keep.assign(unequal.backward_packs.size(), false);
+  unequal.keep.front() = true;
+  g = planner::BuildTaskGraph(*m.cost, unequal);
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(absl::StrContains(g.status().message(), "equal forward and backward microbatches"))
+      << g.status();
 }
 
 // Models scripted in Python the way users write them (tests/testdata):

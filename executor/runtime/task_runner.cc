@@ -93,10 +93,20 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
     }
     return nullptr;
   };
+  // Microbatch m's kept activations leaving the device: microbatch m + 2
+  // waits for them, so that at most two microbatches' are on it at once (as
+  // the plan counts them).
+  std::vector<std::vector<std::future<void>>> offloaded(t.microbatches.size());
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
     const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
     std::map<int, std::shared_ptr<KeptMicrobatch>> kept_now;  // By backward task.
+    if (m >= 2) {
+      const double wait = Now();
+      for (std::future<void>& f : offloaded[m - 2]) f.wait();
+      IterationCounters::AddSeconds(counters.wait_ns, Now() - wait);
+      if (!completion.error().ok()) return completion.error();
+    }
     HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
     if (m == 0) first_inputs_in();
     const double start = Now();
@@ -146,7 +156,9 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
     }
     // What it made leaves this thread.
     HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
-    for (auto& [back, km] : kept_now) OffloadKept(t, d, mb, back, std::move(km));
+    for (auto& [back, km] : kept_now) {
+      offloaded[m].push_back(OffloadKept(t, d, mb, back, std::move(km)));
+    }
     IterationCounters::AddSeconds(counters.compute_ns, Now() - start);
     Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
                                     " #", mb.index),

@@ -142,6 +142,9 @@ void Sim::Build() {
     // microbatch but the last (Config::host_sums).
     const bool host_summed = SumsGradientsOnHost(t);
     int summed_out = -1;
+    // Kept activations' copies out per microbatch: the runtime computes
+    // microbatch m + 2 once microbatch m's have left.
+    std::map<int, std::vector<int>> kept_out;
     for (const Microbatch& mb : t.microbatches) {
       std::vector<int> inputs;
       uint64_t in_bytes = 0;
@@ -216,6 +219,9 @@ void Sim::Build() {
       if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
       // Summed on the host: the previous microbatch's gradients have left.
       if (summed_out >= 0) deps.push_back(summed_out);
+      if (auto k = kept_out.find(mb.index - 2); k != kept_out.end()) {
+        deps.insert(deps.end(), k->second.begin(), k->second.end());
+      }
       const bool kept = t.kind == TaskKind::kBackward && g_.config.Keeps(t.pack);
       const double seconds =
           t.kind == TaskKind::kForward ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
@@ -309,6 +315,7 @@ void Sim::Build() {
                                   label, " #", mb.index); }));
           }
           sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
+          if (kind == TransferKind::kKeptOut) kept_out[mb.index].push_back(op);
           out_bytes += x->bytes;
           // The compute thread copies to a peer itself; what goes to the
           // host leaves on the copy-out stream while the device goes on.

@@ -440,8 +440,9 @@ TEST_P(SuiteTest, TrainsLikePyTorch) {
     // The plan swaps: where weights and gradients are most of the memory,
     // its peak is below what the whole model needs resident. (Not with 2
     // vLayers: the last pack's gradients may still be leaving while the
-    // first pack computes, which is the whole model's weights and gradients.)
-    if (4 * c.WeightBytes(0, c.num_layers()) > whole && c.num_layers() > 2) {
+    // first pack computes, which is the whole model's weights and gradients.
+    // Nor when activations are kept: that is memory spent to save compute.)
+    if (4 * c.WeightBytes(0, c.num_layers()) > whole && c.num_layers() > 2 && !r.keep) {
       EXPECT_LT(p.peak, whole) << planner::PlanSummary(p.plan);
     }
     // Bit-identical where every sum runs in PyTorch's order: vPP, and vDP
