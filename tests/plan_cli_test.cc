@@ -130,6 +130,36 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_NE(inspected.output.find("  precision: fp32\n"), std::string::npos) << inspected.output;
   EXPECT_EQ(read->config().precision(), proto::FP32);
 
+  // --keep-activations all: every pack that can keeps its forward's saved
+  // activations; inspect says so per pack, and the saved plan re-simulates
+  // to its own estimates.
+  auto kept = RunCommand(absl::StrCat(kPlan, " ", Tmp("p.pt"), " --profile ", Tmp("p.json"),
+                                      " --gpus 2 --device-memory 4MiB --minibatch 16 --mode vpp"
+                                      " --packs 0-1,2-2,3-3,4-4,5-5,6-7 --keep-activations all -o ",
+                                      Tmp("k.pb")));
+  ASSERT_EQ(kept.exit_code, 0) << kept.output;
+  absl::StatusOr<proto::Plan> kept_plan = common::ReadPlanFile(Tmp("k.pb"));
+  ASSERT_TRUE(kept_plan.ok()) << kept_plan.status();
+  EXPECT_GT(kept_plan->config().kept_packs_size(), 0) << kept.output;
+  EXPECT_GT(kept_plan->estimates().swap().kept_out(), 0u);
+  auto kept_inspected = RunCommand(absl::StrCat(kPlan, " inspect ", Tmp("k.pb"), " --tasks"));
+  ASSERT_EQ(kept_inspected.exit_code, 0) << kept_inspected.output;
+  EXPECT_NE(kept_inspected.output.find("activations per backward pack: "), std::string::npos)
+      << kept_inspected.output;
+  EXPECT_NE(kept_inspected.output.find(":keep"), std::string::npos) << kept_inspected.output;
+  EXPECT_NE(kept_inspected.output.find("KEPT_OUT"), std::string::npos) << kept_inspected.output;
+  auto kept_simulated = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("k.pb")));
+  ASSERT_EQ(kept_simulated.exit_code, 0) << kept_simulated.output;
+  EXPECT_NE(kept_simulated.output.find(absl::StrCat(
+                "iteration ", common::FormatTimeSpan(absl::Seconds(
+                                  kept_plan->estimates().iteration_time_s())))),
+            std::string::npos)
+      << kept_simulated.output;
+  auto bad_keep = RunCommand(plan + Tmp("x.pb") + " --keep-activations sometimes");
+  EXPECT_NE(bad_keep.exit_code, 0);
+  EXPECT_NE(bad_keep.output.find("--keep-activations \"sometimes\": expected auto, all or none"),
+            std::string::npos) << bad_keep.output;
+
   // A bf16 plan: profiled in bf16, half the parameter bytes on the devices,
   // the fp32 masters' on the host; said by inspect. An fp32 profile asked
   // for bf16 is refused, naming both.
