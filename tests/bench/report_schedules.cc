@@ -29,7 +29,21 @@ std::string RateCell(const json& stats) {
 // The cell of a schedule that has no run in configuration `c`: "does not
 // fit" where its planner found no plan for the devices, else "n/a".
 std::string Missing(const json& c, const std::string& schedule) {
-  return c.contains("unplanned") && c["unplanned"].contains(schedule) ? "does not fit" : "n/a";
+  if (!c.contains("unplanned") || !c["unplanned"].contains(schedule)) return "n/a";
+  const std::string why = c["unplanned"][schedule].get<std::string>();
+  return why.rfind("not run", 0) == 0 ? "not run" : "does not fit";
+}
+
+// "k of n packs keep" for a run's per-pack choices (results.json
+// "activations"), or "" for runs from before they were recorded.
+std::string KeepCell(const json& run) {
+  if (!run.contains("activations")) return "";
+  int kept = 0, total = 0;
+  for (const json& a : run["activations"]) {
+    ++total;
+    if (a.get<std::string>() == "keep") ++kept;
+  }
+  return absl::StrFormat("%d of %d keep", kept, total);
 }
 
 // ", N% reserved" when the run's plan had to leave more than the default
@@ -230,7 +244,8 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
       // The emulated link is full duplex: the busier direction bounds it.
       const json& b = (*h)["swap_bytes"];
       const double in = b.value("weights_in", 0.0) + b.value("activations_in", 0.0) +
-                        b.value("stash_in", 0.0) + b.value("data_in", 0.0);
+                        b.value("stash_in", 0.0) + b.value("kept_in", 0.0) +
+                        b.value("data_in", 0.0);
       const double bytes_s = link > 0 ? std::max(in, HostBytes(*h) - in) / link : 0;
       const double floor = std::max(compute, bytes_s);
       const double bound = c["bound_s"].get<double>();
@@ -257,6 +272,52 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
           "device | harmony's bytes over the link, busier direction | measured ÷ its own floor |\n"
           "|---|---|---|---|---|---|---|\n",
           floors, "\n");
+    }
+    // The plan's own bound (its compute at its microbatch, with any
+    // recompute, or its own bytes over the link, per plan), its choice of
+    // keeping or recomputing activations, and the paper's regime (large
+    // minibatches of many microbatches).
+    std::string own;
+    for (const json& c : Configs(results)) {
+      const json* h = FindRun(c, "harmony", true);
+      if (h == nullptr || !c.contains("bound_s") || !h->contains("plan_bound_s")) continue;
+      const double th = (*h)["iteration_s"]["median"].get<double>();
+      const double bound = c["bound_s"].get<double>();
+      const double plan_bound = (*h)["plan_bound_s"].get<double>();
+      const double sim = (*h)["simulator_error"].get<double>();
+      std::string regime = "";
+      if (const json* od = FindRun(c, "ondemand", true); od != nullptr) {
+        const json& hb = (*h)["swap_bytes"];
+        const json& ob = (*od)["swap_bytes"];
+        const double hwg = hb.value("weights_in", 0.0) + hb.value("gradients_out", 0.0);
+        const double owg = ob.value("weights_in", 0.0) + ob.value("gradients_out", 0.0);
+        const double rate = (*od)["iteration_s"]["median"].get<double>() / th;
+        regime = absl::StrFormat("%.1fx | %.1fx | %.2fx", hwg > 0 ? owg / hwg : kNaN,
+                                 HostBytes(*h) > 0 ? HostBytes(*od) / HostBytes(*h) : kNaN,
+                                 rate);
+      } else {
+        regime = "n/a | n/a | n/a";
+      }
+      absl::StrAppendFormat(&own, "| %s | %s | %s (%.2fx) | %s (%.2fx) | %+.0f%% | %s | %s |\n",
+                            ConfigName(c), Seconds(th), Seconds(bound), th / bound,
+                            Seconds(plan_bound), th / plan_bound, 100 * sim, KeepCell(*h),
+                            regime);
+    }
+    if (!own.empty()) {
+      absl::StrAppend(
+          md,
+          "Both bounds, and keep or recompute: the bound above (plain compute vs the least link "
+          "bytes) and the plan's own (its compute on its busiest device at its microbatch, any "
+          "recompute included, vs its own planned bytes in the busier link direction), with "
+          "Harmony's measured time over each; the simulator's error beside it; how many "
+          "backward packs keep their activations instead of recomputing them (the last, fused, "
+          "never recomputes); and against on-demand: weight and gradient bytes, all bytes, "
+          "and throughput (the paper's regime is the large minibatch of many microbatches, "
+          "where on-demand swaps every weight again per microbatch).\n\n"
+          "| config | harmony | bound (÷) | plan's own bound (÷) | simulator | activations | "
+          "weights+gradients, ondemand ÷ harmony | all bytes, ondemand ÷ harmony | samples/s, "
+          "harmony ÷ ondemand |\n|---|---|---|---|---|---|---|---|---|\n",
+          own, "\n");
     }
     for (bool emulated : {false, true}) {
       BarChart chart;

@@ -279,6 +279,8 @@ nlohmann::json SwapJson(const executor::SwapCounts& b) {
           {"activations_out", b.activations_out},
           {"stash_out", b.stash_out},
           {"stash_in", b.stash_in},
+          {"kept_out", b.kept_out},
+          {"kept_in", b.kept_in},
           {"data_in", b.data_in + b.targets_in},
           {"peer", b.peer},
           {"host_link", HostLinkBytes(b)}};
