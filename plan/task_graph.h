@@ -100,6 +100,13 @@ struct Config {
 
 enum class TaskKind { kForward, kBackward, kUpdate };
 
+// How many microbatches ahead of the one computing a device copies a task's
+// host inputs in (data, activations, stashes, kept activations): microbatch
+// m's start once microbatch m - kInputsAhead - 1 has computed, so what they
+// hold on the device does not grow with the minibatch. The runtime and the
+// simulator both follow it.
+constexpr int kInputsAhead = 2;
+
 enum class TransferKind {
   kWeightsIn,
   kPrefetchWeights,  // Of a later task on this device, during this one.

@@ -308,12 +308,40 @@ struct Runtime::Impl {
 
   // --- Tasks.
 
-  absl::Status Forward(const Task& t, int d, DeviceWeights& w,
-                       std::vector<std::future<HostInputsResult>>& inputs,
+  // A task's host inputs, copied in on the copy-in stream from when the
+  // task starts, at most kInputsAhead microbatches ahead of the one
+  // computing: what they hold on the device does not grow with the number
+  // of microbatches (a large minibatch's stashes, kept activations).
+  static constexpr size_t kInputsAhead = plan::kInputsAhead;
+  class TaskInputs {
+   public:
+    TaskInputs(Impl& impl, const Task& t, int d) : impl_(impl), t_(t), d_(d) {
+      futures_.resize(t.microbatches.size());
+      PostUpTo(kInputsAhead);
+    }
+    // Microbatch m's; first starts copying microbatch m + kInputsAhead's.
+    std::future<HostInputsResult>& For(size_t m) {
+      PostUpTo(m + kInputsAhead);
+      return futures_.at(m);
+    }
+
+   private:
+    void PostUpTo(size_t last) {
+      for (; posted_ <= last && posted_ < futures_.size(); ++posted_) {
+        futures_[posted_] = impl_.PostInputs(t_, d_, t_.microbatches[posted_]);
+      }
+    }
+    Impl& impl_;
+    const Task& t_;
+    const int d_;
+    std::vector<std::future<HostInputsResult>> futures_;
+    size_t posted_ = 0;
+  };
+
+  absl::Status Forward(const Task& t, int d, DeviceWeights& w, TaskInputs& inputs,
                        const std::function<void()>& first_inputs_in);
 
-  absl::Status Backward(const Task& t, int d, DeviceWeights& w,
-                        std::vector<std::future<HostInputsResult>>& inputs,
+  absl::Status Backward(const Task& t, int d, DeviceWeights& w, TaskInputs& inputs,
                         const std::function<void()>& first_inputs_in);
 
   // The task's gradients, as a list per vLayer (zeros where a parameter got

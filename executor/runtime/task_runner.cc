@@ -68,8 +68,7 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
   return dec->Run(k, params, buffers, in);
 }
 
-absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
-                     std::vector<std::future<HostInputsResult>>& inputs,
+absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w, TaskInputs& inputs,
                      const std::function<void()>& first_inputs_in) {
   c10::NoGradGuard no_grad;
   // The kept packs this task computes (Config::keep): their vLayers run
@@ -107,7 +106,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w,
       IterationCounters::AddSeconds(counters.wait_ns, Now() - wait);
       if (!completion.error().ok()) return completion.error();
     }
-    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, nullptr));
+    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs.For(m), values, nullptr));
     if (m == 0) first_inputs_in();
     const double start = Now();
     // What leaves the task; everything else is dropped after its last
@@ -206,8 +205,7 @@ absl::Status Runtime::Impl::ToFp32Gradients(DeviceWeights& w) const {
   });
 }
 
-absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
-                      std::vector<std::future<HostInputsResult>>& inputs,
+absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, TaskInputs& inputs,
                       const std::function<void()>& first_inputs_in) {
   // Gradients accumulate over the task's microbatches from zero.
   for (auto& ps : w.params) {
@@ -218,7 +216,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w,
     std::map<Ref, c10::IValue> values;
     std::vector<std::map<Ref, c10::IValue>> incoming;
     std::shared_ptr<KeptMicrobatch> km;
-    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs[m], values, &incoming, &km));
+    HARMONY_RETURN_IF_ERROR(ReceiveInputs(t, d, mb, inputs.For(m), values, &incoming, &km));
     if (m == 0) first_inputs_in();
     const double start = Now();
     std::map<Ref, c10::IValue> input_grads;
@@ -398,9 +396,9 @@ absl::Status Runtime::Impl::RunDevice(int d) {
     const std::string label = absl::StrCat("task ", id, " (", plan::TaskKindName(t.kind),
                                            " of vLayers ", t.vlayers.begin, "-",
                                            t.vlayers.end - 1, ")");
-    // Inputs from the host: copied in from now on, while the weights come.
-    std::vector<std::future<HostInputsResult>> inputs;
-    for (const plan::Microbatch& mb : t.microbatches) inputs.push_back(PostInputs(t, d, mb));
+    // Inputs from the host: copied in from now on, while the weights come,
+    // a few microbatches ahead of the compute.
+    TaskInputs inputs(*this, t, d);
     // Weights: kept, prefetched, or swapped in now.
     std::shared_ptr<DeviceWeights> w;
     const double wait_start = Now();

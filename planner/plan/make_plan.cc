@@ -26,6 +26,13 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
       CostModel::Create(profile, o.host_link, o.network, o.host_link_latency);
   if (!cost.ok()) return cost.status();
   made.cost = *std::move(cost);
+  if (o.keep == KeepActivations::kAll && !made.cost->measured_kept() &&
+      made.cost->num_layers() > 1) {
+    return absl::FailedPreconditionError(
+        "--keep-activations all: the profile does not say what keeping activations moves (it "
+        "was made before kept bytes were measured, or synthesized): profile the model again "
+        "with harmony-plan profile");
+  }
 
   SearchOptions search;
   search.num_devices = o.num_devices;

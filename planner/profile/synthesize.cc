@@ -100,6 +100,7 @@ absl::StatusOr<proto::ProfileFile> SynthesizeProfile(const proto::ProfileFile& b
             peak(m.backward_first_peak_bytes(), in.parameter_bytes() + in.gradient_bytes()));
       }
       m.set_saved_bytes(static_cast<uint64_t>(m.saved_bytes() * a));
+      m.set_kept_bytes(static_cast<uint64_t>(m.kept_bytes() * a));
       for (auto& t : *m.mutable_inputs()) scale_meta(&t, a);
       for (auto& t : *m.mutable_outputs()) scale_meta(&t, a);
     }
