@@ -255,9 +255,11 @@ struct Runtime::Impl {
   //
   // What crosses the host link runs on the device's copy streams, beside
   // its compute (docs/DESIGN.md §6): a task's inputs from the host (data,
-  // targets, activations and stashes sent through the host) are copied in
-  // on the copy-in stream, all of the task's microbatches in order, from
-  // when the device starts the task; what it sends through the host, and
+  // targets, activations, stashes and kept activations sent through the
+  // host) are copied in on the copy-in stream, the task's microbatches in
+  // order from when the device starts the task, at most
+  // plan::kInputsAhead ahead of the one computing (TaskInputs); what it
+  // sends through the host, and
   // its gradients, are copied out on the copy-out stream, the device
   // tensors counting against the device until their copy has finished.
   // Values that stay on the device (LOCAL) or go to another device (PEER)
