@@ -165,7 +165,10 @@ at::Tensor SavedTensors::Unpack(const Slot& slot) {
     return ViewOf(w.storage(), slot.dtype, w.storage_offset() + slot.offset, slot.sizes,
                   slot.strides);
   }
-  const Entry& e = entries_.at(slot.entry);
+  TORCH_CHECK(slot.entry >= 0 && slot.entry < static_cast<int>(entries_.size()),
+              "a kept tensor names storage ", slot.entry, " of ", entries_.size(),
+              " this SavedTensors holds (unpacked from another one?)");
+  const Entry& e = entries_[slot.entry];
   TORCH_CHECK(e.host.defined() == false && (e.nbytes == 0 || e.storage.data() != nullptr),
               "a kept activation of ", e.nbytes, " bytes is still on the host: Restore first");
   return ViewOf(e.storage, slot.dtype, slot.offset, slot.sizes, slot.strides);

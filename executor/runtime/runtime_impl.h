@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
 #include "common/loss.h"
 #include "common/saved_tensors.h"
@@ -323,8 +325,12 @@ struct Runtime::Impl {
     }
     // Microbatch m's; first starts copying microbatch m + kInputsAhead's.
     std::future<HostInputsResult>& For(size_t m) {
+      if (m >= futures_.size()) {
+        throw std::out_of_range(absl::StrCat("task ", t_.id, " has ", futures_.size(),
+                                             " microbatches; asked for the inputs of ", m));
+      }
       PostUpTo(m + kInputsAhead);
-      return futures_.at(m);
+      return futures_[m];
     }
 
    private:
