@@ -1,5 +1,6 @@
 #include "plan/plan_reader.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -129,6 +130,7 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   c.prefetch = !pc.single_buffer();
   c.local_activations = pc.local_activations();
   c.peer_weights = pc.peer_weights();
+  c.waves = std::max(1, static_cast<int>(pc.waves()));
   for (const proto::Pack& p : pc.forward_packs()) {
     c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }

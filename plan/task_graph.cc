@@ -21,6 +21,12 @@ std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int siz
   return out;
 }
 
+WaveSlice WaveSamples(const Config& c, int w) {
+  const int waves = std::max(1, c.waves);
+  const int base = c.minibatch / waves, extra = c.minibatch % waves;
+  return {w * base + std::min(w, extra), base + (w < extra ? 1 : 0)};
+}
+
 bool SumsGradientsOnHost(const Task& t) {
   return t.kind == TaskKind::kBackward &&
          std::any_of(t.transfers.begin(), t.transfers.end(), [](const Transfer& x) {

@@ -96,7 +96,23 @@ struct Config {
   bool Keeps(int pack) const {
     return pack >= 0 && pack < static_cast<int>(keep.size()) && keep[pack];
   }
+  // vDP Harmony: the minibatch runs as `waves` passes one after another,
+  // each forward and backward over every pack on its own slice of the
+  // samples (the first minibatch mod waves slices one sample larger),
+  // the gradients of every pass summed on the host and the packs updated
+  // once, after the last pass. Each pass swaps the weights in again, but
+  // what a device holds between its packs (local activations) is one
+  // wave's: a large minibatch keeps its activations on the devices instead
+  // of sending them through the host at every pack.
+  int waves = 1;
 };
+
+// The samples of wave `w` of `c`: [first, first + size).
+struct WaveSlice {
+  int first = 0;
+  int size = 0;
+};
+WaveSlice WaveSamples(const Config& c, int w);
 
 enum class TaskKind { kForward, kBackward, kUpdate };
 

@@ -96,7 +96,7 @@ struct PlanFlags {
       flush_denormal = "on", token_dtype, precision, grad_precision;
   int64_t seq_len = 0;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
-      servers = 1, global_minibatch = 0;
+      servers = 1, global_minibatch = 0, waves = 0;
   double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd", loss = "auto", loss_output;
 };
@@ -144,6 +144,11 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "saved (sent to the host and back) instead of recomputing its forward from the "
        "stash; auto tries both per candidate, all keeps in every pack that can (its "
        "vLayers in one forward pack, equal forward and backward microbatches)")
+      ("waves", po::value(&f->waves)->default_value(f->waves),
+       "vDP: run the minibatch as N passes over the packs, each on 1/N of the samples, "
+       "the gradients summed on the host and one update after the last: what a device "
+       "keeps between its packs is one pass's (weights swap in once per pass); 0: one "
+       "pass, and more where keeping activations on the devices needs them")
       ("peer-weights", po::value(&f->peer_text)->default_value(f->peer_text),
        "auto | yes | no: in vDP on several devices, device 0 swaps each pack's "
        "parameters in and the other devices copy them from it, so they cross the host "
@@ -368,6 +373,16 @@ absl::StatusOr<MakePlanOptions> PlanOptions(const PlanFlags& f, uint64_t memory,
   if (!f.packs_text.empty()) {
     HARMONY_ASSIGN_OR_RETURN(options.backward_packs, ParsePacks(f.packs_text));
   }
+  if (f.waves < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--waves ", f.waves, ": expected 0 (search) or a number of passes >= 1"));
+  }
+  if (f.waves > 1 && f.mode == "vpp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--waves ", f.waves, " runs the minibatch in passes of vDP; not with "
+                     "--mode vpp"));
+  }
+  options.waves = f.waves;
   if (f.schedule == "ondemand") {
     options.schedule = Schedule::kOndemand;
   } else if (f.schedule == "gpipe") {

@@ -194,9 +194,15 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
     return handed;
   }
   if (reduce) {
-    // Sum the other devices' gradients of this pack, in device order.
+    // Sum the gradients the other devices hand this task (of its pack and
+    // wave), in device order.
     for (const Task& other : graph.tasks) {
-      if (other.kind != TaskKind::kBackward || other.pack != t.pack || other.id == t.id) continue;
+      if (other.kind != TaskKind::kBackward || other.id == t.id) continue;
+      const bool to_this = std::any_of(
+          other.transfers.begin(), other.transfers.end(), [&](const Transfer& y) {
+            return y.kind == TransferKind::kGradientReduce && y.peer_task == t.id;
+          });
+      if (!to_this) continue;
       const double start = Now();
       HARMONY_ASSIGN_OR_RETURN(std::vector<std::vector<at::Tensor>> theirs,
                                reduction.Take(other.id));

@@ -47,6 +47,7 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
   search.local_activations = o.local_activations;
   search.peer_weights = o.peer_weights;
   search.keep = o.keep;
+  search.waves = o.waves;
   search.progress = o.progress;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<SearchResult> found =

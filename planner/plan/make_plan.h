@@ -42,6 +42,7 @@ struct MakePlanOptions {
   // (empty; SearchOptions::peer_weights).
   std::optional<bool> peer_weights;
   KeepActivations keep = KeepActivations::kAuto;  // SearchOptions::keep.
+  int waves = 0;                                   // SearchOptions::waves.
   // > 0: plan for this host link (bytes/s per direction) instead of the
   // profile's measurement.
   double host_link = 0;

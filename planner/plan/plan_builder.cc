@@ -92,6 +92,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_fp32_gradients(profile.profile().fp32_gradients());
   config->set_local_activations(c.local_activations);
   config->set_peer_weights(c.peer_weights);
+  config->set_waves(static_cast<uint32_t>(std::max(1, c.waves)));
   for (size_t p = 0; p < c.host_sums.size(); ++p) {
     if (c.host_sums[p]) config->add_host_summed_packs(static_cast<uint32_t>(p));
   }
@@ -150,6 +151,15 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   if (c.peer_weights()) {
     out += "  weights cross the host link once: device 0 swaps them in, the others copy from it\n";
+  }
+  if (c.waves() > 1) {
+    const int base = static_cast<int>(c.minibatch() / c.waves());
+    absl::StrAppendFormat(&out,
+                          "  waves: %d passes of %s samples, gradients summed on the host, "
+                          "one update after the last\n",
+                          c.waves(),
+                          c.minibatch() % c.waves() == 0 ? absl::StrCat(base)
+                                                         : absl::StrCat(base, "-", base + 1));
   }
   if (c.host_summed_packs_size() > 0) {
     std::vector<std::string> packs;

@@ -264,8 +264,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   }
   for (Mode mode : modes) {
     if (mode == Mode::kVdp && o.minibatch < o.num_devices) continue;
+    if (mode == Mode::kVpp && o.waves > 1) continue;  // Waves are vDP's.
+    const int waves = std::max(1, o.waves);
     const int samples = mode == Mode::kVdp
-                            ? (o.minibatch + o.num_devices - 1) / o.num_devices
+                            ? (o.minibatch / waves + o.num_devices - 1) / o.num_devices
                             : o.minibatch;
     std::vector<int> backward_sizes =
         o.microbatch > 0 ? std::vector<int>{o.microbatch}
@@ -412,6 +414,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             c.backward_microbatch = ub;
             c.forward_packs = fwd;
             c.backward_packs = bwd;
+            c.waves = mode == Mode::kVdp ? waves : 1;
             c.peer_weights = mode == Mode::kVdp && o.num_devices > 1 &&
                              o.schedule == Schedule::kHarmony &&
                              (o.peer_weights ? *o.peer_weights
@@ -448,11 +451,22 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           best.pruned_configs += static_cast<int>(before - configs.size());
         }
         std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
-        std::vector<Config> single, summed;
+        std::vector<Config> single, summed, waved;
         // Those that do not fit are tried again with the gradients of their
-        // heaviest backward packs summed on the host, and single-buffered.
+        // heaviest backward packs summed on the host, and single-buffered;
+        // those keeping activations on the devices in waves too.
         auto retry = [&](const Candidate& cand) {
           if (!cand.graph.ok() || !cand.sim.ok() || cand.sim->fits) return;
+          const Config& c = cand.config;
+          if (o.waves == 0 && c.mode == Mode::kVdp && c.local_activations && c.waves == 1 &&
+              c.schedule == Schedule::kHarmony) {
+            for (int w = 2; w <= 16 && o.minibatch / w >= 2 * o.num_devices *
+                                                              c.forward_microbatch;
+                 w *= 2) {
+              waved.push_back(c);
+              waved.back().waves = w;
+            }
+          }
           if (cand.config.prefetch && CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
             single.push_back(cand.config);
             single.back().prefetch = false;
@@ -466,6 +480,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           }
         };
         for (Candidate& cand : done) {
+          retry(cand);
+          HARMONY_RETURN_IF_ERROR(consider(cand));
+        }
+        for (Candidate& cand : SimulateAll(model, std::move(waved), threads)) {
           retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }

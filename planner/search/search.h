@@ -56,6 +56,11 @@ struct SearchOptions {
   // the profile's device-to-device bandwidth is at least the host link's.
   std::optional<bool> peer_weights;
   KeepActivations keep = KeepActivations::kAuto;
+  // vDP Harmony: the minibatch in this many waves (plan::Config::waves);
+  // 0: one, and where a config keeping activations on the devices does
+  // not fit, 2, 4, 8 and 16 tried (each wave two microbatches per device
+  // at least). > 1 plans vDP only.
+  int waves = 0;
   // Skip microbatch sizes whose compute alone cannot beat what was found
   // (a lower bound; the result is the same as without: tested).
   bool prune = true;

@@ -319,81 +319,94 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
   const int n = c.num_devices;
   const int nf = static_cast<int>(c.forward_packs.size());
   const int nb = static_cast<int>(c.backward_packs.size());
-  // Device d's share of the minibatch; the first (D mod N) get one more.
-  std::vector<int> share_begin(n), share_size(n);
-  for (int d = 0, at = 0; d < n; ++d) {
-    share_size[d] = c.minibatch / n + (d < c.minibatch % n ? 1 : 0);
-    share_begin[d] = at;
-    at += share_size[d];
-  }
-  std::vector<std::vector<int>> fwd(nf, std::vector<int>(n)), bwd(nb, std::vector<int>(n));
-  std::vector<int> upd(nb);
-  for (int p = 0; p < nf; ++p) {
-    for (int d = 0; d < n; ++d) {
-      fwd[p][d] = b.AddTask(TaskKind::kForward, p, c.forward_packs[p], d,
-                            Indexed(SplitMicrobatches(share_begin[d], share_size[d],
-                                                      c.forward_microbatch)),
-                            false);
-    }
-  }
-  for (int q = nb - 1; q >= 0; --q) {
-    for (int d = 0; d < n; ++d) {
-      bwd[q][d] = b.AddTask(TaskKind::kBackward, q, c.backward_packs[q], d,
-                            Indexed(SplitMicrobatches(share_begin[d], share_size[d],
-                                                      c.backward_microbatch)),
-                            q == nb - 1);
-    }
-    upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], 0, {}, false);
-  }
+  const int waves = std::max(1, c.waves);
   const auto fwd_feeds = Feeds(m, c.forward_packs, c.forward_packs);
   const auto fused_feeds = Feeds(m, c.forward_packs, c.backward_packs);
   const auto bwd_feeds = Feeds(m, c.backward_packs, c.backward_packs);
-  for (int d = 0; d < n; ++d) {
+  // Every wave's backward tasks per pack and device; one update per pack,
+  // after the last wave's backward of it.
+  std::vector<std::vector<std::vector<int>>> all_bwd;
+  std::vector<int> upd(nb);
+  for (int w = 0; w < waves; ++w) {
+    const WaveSlice slice = WaveSamples(c, w);
+    // Device d's share of the wave; the first (size mod N) get one more.
+    std::vector<int> share_begin(n), share_size(n);
+    for (int d = 0, at = slice.first; d < n; ++d) {
+      share_size[d] = slice.size / n + (d < slice.size % n ? 1 : 0);
+      share_begin[d] = at;
+      at += share_size[d];
+    }
+    std::vector<std::vector<int>> fwd(nf, std::vector<int>(n)), bwd(nb, std::vector<int>(n));
     for (int p = 0; p < nf; ++p) {
-      b.DataIn(fwd[p][d]);
-      for (int i : fwd_feeds[p]) {
-        b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p],
-               c.local_activations);
+      for (int d = 0; d < n; ++d) {
+        fwd[p][d] = b.AddTask(TaskKind::kForward, p, c.forward_packs[p], d,
+                              Indexed(SplitMicrobatches(share_begin[d], share_size[d],
+                                                        c.forward_microbatch)),
+                              false);
       }
-      if (d == 0) b.BuffersOut(fwd[p][d]);
     }
-    for (int q = 0; q < nb; ++q) {
-      const PackRange r = c.backward_packs[q];
-      if (c.Keeps(q)) {
-        b.Keep(fwd[KeepSource(c.forward_packs, r)][d], bwd[q][d]);
-      } else {
-        b.DataIn(bwd[q][d]);
+    for (int q = nb - 1; q >= 0; --q) {
+      for (int d = 0; d < n; ++d) {
+        bwd[q][d] = b.AddTask(TaskKind::kBackward, q, c.backward_packs[q], d,
+                              Indexed(SplitMicrobatches(share_begin[d], share_size[d],
+                                                        c.backward_microbatch)),
+                              q == nb - 1);
       }
-      if (q == nb - 1) {
-        for (int i : fused_feeds[q]) {
-          b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r, c.local_activations);
+      if (w == waves - 1) {
+        upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], 0, {}, false);
+      }
+    }
+    for (int d = 0; d < n; ++d) {
+      for (int p = 0; p < nf; ++p) {
+        b.DataIn(fwd[p][d]);
+        for (int i : fwd_feeds[p]) {
+          b.Link(fwd[i][d], fwd[p][d], c.forward_packs[i], c.forward_packs[p],
+                 c.local_activations);
         }
-      } else if (!c.Keeps(q)) {
-        if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p][d], bwd[q][d]);
+        if (d == 0) b.BuffersOut(fwd[p][d]);
       }
-      for (int later = q + 1; later < nb; ++later) {
-        const auto& f = bwd_feeds[later];
-        if (std::find(f.begin(), f.end(), q) == f.end()) continue;
-        b.Link(bwd[later][d], bwd[q][d], r, c.backward_packs[later], c.local_activations);
+      for (int q = 0; q < nb; ++q) {
+        const PackRange r = c.backward_packs[q];
+        if (c.Keeps(q)) {
+          b.Keep(fwd[KeepSource(c.forward_packs, r)][d], bwd[q][d]);
+        } else {
+          b.DataIn(bwd[q][d]);
+        }
+        if (q == nb - 1) {
+          for (int i : fused_feeds[q]) {
+            b.Link(fwd[i][d], bwd[q][d], c.forward_packs[i], r, c.local_activations);
+          }
+        } else if (!c.Keeps(q)) {
+          if (int p = StashSource(c.forward_packs, r); p >= 0) b.Stash(fwd[p][d], bwd[q][d]);
+        }
+        for (int later = q + 1; later < nb; ++later) {
+          const auto& f = bwd_feeds[later];
+          if (std::find(f.begin(), f.end(), q) == f.end()) continue;
+          b.Link(bwd[later][d], bwd[q][d], r, c.backward_packs[later], c.local_activations);
+        }
       }
     }
+    all_bwd.push_back(std::move(bwd));
   }
   // Gradients summed across devices onto device 0 (a reduce, not an
   // all-reduce: the CPU optimizer needs one copy): every other device sends
   // its gradients to device 0, whose transfer is the receiving end (0
-  // bytes, from every peer); then device 0's sum goes to the host.
-  for (int q = 0; q < nb; ++q) {
-    const PackRange r = c.backward_packs[q];
-    const uint64_t grads = m.GradientBytes(r.begin, r.end);
-    for (int d = 0; d < n; ++d) {
-      Task& t = g.tasks[bwd[q][d]];
-      if (n > 1) {
-        t.transfers.push_back({TransferKind::kGradientReduce, Channel::kPeer, r, -1,
-                               d == 0 ? -1 : 0, d == 0 ? -1 : bwd[q][0],
-                               d == 0 ? 0 : grads});
+  // bytes, from every peer); then device 0's sum goes to the host, where
+  // the waves' sums are added in order.
+  for (const std::vector<std::vector<int>>& bwd : all_bwd) {
+    for (int q = 0; q < nb; ++q) {
+      const PackRange r = c.backward_packs[q];
+      const uint64_t grads = m.GradientBytes(r.begin, r.end);
+      for (int d = 0; d < n; ++d) {
+        Task& t = g.tasks[bwd[q][d]];
+        if (n > 1) {
+          t.transfers.push_back({TransferKind::kGradientReduce, Channel::kPeer, r, -1,
+                                 d == 0 ? -1 : 0, d == 0 ? -1 : bwd[q][0],
+                                 d == 0 ? 0 : grads});
+        }
+        if (d == 0) b.GradientsOut(bwd[q][d], upd[q], true);
+        b.AddDependency(upd[q], bwd[q][d]);
       }
-      if (d == 0) b.GradientsOut(bwd[q][d], upd[q], true);
-      b.AddDependency(upd[q], bwd[q][d]);
     }
   }
   b.Weights();

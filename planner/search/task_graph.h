@@ -53,6 +53,8 @@ using plan::TaskKindName;
 using plan::Transfer;
 using plan::TransferKind;
 using plan::TransferKindName;
+using plan::WaveSamples;
+using plan::WaveSlice;
 
 // InvalidArgument naming the problem when `config` is malformed (packs
 // that do not cover the vLayers, U_f < U_b, more devices than samples for

@@ -97,6 +97,18 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
     return Invalid(absl::StrCat("vDP needs at least one sample per device: minibatch ",
                                 c.minibatch, " for ", c.num_devices, " devices"));
   }
+  if (c.waves < 1) return Invalid(absl::StrCat("waves must be at least 1, got ", c.waves));
+  if (c.waves > 1) {
+    if (c.mode != Mode::kVdp || c.schedule != Schedule::kHarmony) {
+      return Invalid("the minibatch runs in waves only in Harmony's vDP");
+    }
+    if (c.minibatch / c.waves < c.num_devices) {
+      return Invalid(absl::StrCat("each of ", c.waves, " waves needs at least one sample per "
+                                  "device: minibatch ", c.minibatch, " for ", c.num_devices,
+                                  " devices allows at most ", c.minibatch / c.num_devices,
+                                  " waves"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -23,15 +23,19 @@ void Sim::Build() {
       if (x.kind == TransferKind::kKeepResident) kept_for[x.peer_task] = t.id;
     }
   }
-  // Collective reductions: pack -> per device last compute.
+  // Collective reductions, by the task that sums (device 0's; one per pack
+  // and wave): per device last compute.
   std::map<int, std::vector<int>> reduce_waiting;
-  // A pack's reduction moves every sender's gradients into device 0 one
-  // after another; each participant is held until it is done.
+  auto summed_by = [](const Task& t, const Transfer& x) {
+    return x.peer_task >= 0 ? x.peer_task : t.id;
+  };
+  // A reduction moves every sender's gradients into device 0 one after
+  // another; each participant is held until it is done.
   std::map<int, uint64_t> reduce_bytes;
   for (const Task& t : g_.tasks) {
     if (t.kind != TaskKind::kBackward) continue;
     for (const Transfer* x : Find(t, TransferKind::kGradientReduce, -1)) {
-      reduce_bytes[t.pack] += x->bytes;
+      reduce_bytes[summed_by(t, *x)] += x->bytes;
     }
   }
   const std::vector<std::vector<int>> reach = LatestAncestors();
@@ -351,10 +355,11 @@ void Sim::Build() {
     const uint64_t grads = m_.GradientBytes(t.vlayers.begin, t.vlayers.end);
     int grads_free = last_compute;
     int reduce = -1;
-    if (!Find(t, TransferKind::kGradientReduce, -1).empty()) {  // One per task.
-      reduce = Add(d, kPeer, kNoLink, reduce_bytes[t.pack] / peer_bw_, {last_compute},
+    if (const auto& xs = Find(t, TransferKind::kGradientReduce, -1); !xs.empty()) {  // One.
+      const int by = summed_by(t, *xs.front());
+      reduce = Add(d, kPeer, kNoLink, reduce_bytes[by] / peer_bw_, {last_compute},
                    Name([&] { return absl::StrCat("reduce ", label); }));
-      reduce_waiting[t.pack].push_back(reduce);
+      reduce_waiting[by].push_back(reduce);
       // A receive buffer: the runtime sums one parameter's copy at a time;
       // a vLayer's gradients bound it.
       uint64_t largest = 0;
@@ -399,7 +404,7 @@ void Sim::Build() {
     }
   }
   // A reduction starts when every device has its gradients.
-  for (const auto& [pack, ops] : reduce_waiting) {
+  for (const auto& [by, ops] : reduce_waiting) {
     std::vector<int> computes;
     for (int op : ops) computes.push_back(ops_[op].deps.front());
     for (int op : ops) {
