@@ -160,6 +160,33 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_NE(bad_keep.output.find("--keep-activations \"sometimes\": expected auto, all or none"),
             std::string::npos) << bad_keep.output;
 
+  // --waves 2: a vDP plan in two passes over the packs; inspect says so,
+  // the saved plan re-simulates to its own estimates; waves with vPP, or
+  // fewer than one, are refused.
+  auto waved = RunCommand(absl::StrCat(kPlan, " ", Tmp("p.pt"), " --profile ", Tmp("p.json"),
+                                       " --gpus 2 --device-memory 4MiB --minibatch 16 --mode vdp"
+                                       " --waves 2 -o ", Tmp("w.pb")));
+  ASSERT_EQ(waved.exit_code, 0) << waved.output;
+  absl::StatusOr<proto::Plan> waved_plan = common::ReadPlanFile(Tmp("w.pb"));
+  ASSERT_TRUE(waved_plan.ok()) << waved_plan.status();
+  EXPECT_EQ(waved_plan->config().waves(), 2u);
+  EXPECT_NE(waved.output.find("waves: 2 passes of 8 samples"), std::string::npos)
+      << waved.output;
+  auto waved_simulated = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("w.pb")));
+  ASSERT_EQ(waved_simulated.exit_code, 0) << waved_simulated.output;
+  EXPECT_NE(waved_simulated.output.find(absl::StrCat(
+                "iteration ", common::FormatTimeSpan(absl::Seconds(
+                                  waved_plan->estimates().iteration_time_s())))),
+            std::string::npos)
+      << waved_simulated.output;
+  auto waves_vpp = RunCommand(plan + Tmp("x.pb") + " --mode vpp --waves 2");
+  EXPECT_NE(waves_vpp.exit_code, 0);
+  EXPECT_NE(waves_vpp.output.find("not with --mode vpp"), std::string::npos) << waves_vpp.output;
+  auto waves_negative = RunCommand(plan + Tmp("x.pb") + " --waves -1");
+  EXPECT_NE(waves_negative.exit_code, 0);
+  EXPECT_NE(waves_negative.output.find("--waves -1: expected 0"), std::string::npos)
+      << waves_negative.output;
+
   // A bf16 plan: profiled in bf16, half the parameter bytes on the devices,
   // the fp32 masters' on the host; said by inspect. An fp32 profile asked
   // for bf16 is refused, naming both.

@@ -311,6 +311,40 @@ TEST(RuntimeTest, LocalActivationsTrainTheSame) {
   }
 }
 
+// A minibatch in waves (plan::Config::waves) trains like the plain loop
+// over the same microbatches, as vDP does (its sums are in another order:
+// each device's, then across devices, then across waves on the host), with
+// dropout replayed and BatchNorm; every wave swaps the weights in and the
+// gradients out again (the bytes checked against the plan's in RunPlan),
+// and a device holds no more than planned.
+TEST(RuntimeTest, WavesTrainLikeThePlainLoop) {
+  for (const std::string family : {"gpt", "resnet"}) {
+    SCOPED_TRACE(family);
+    const Model& m = GetModel(family, family == "gpt" ? 0.2 : 0.0);
+    Config c = MakeConfig(m, Mode::kVdp, 2, 1, 1, 2, 2);
+    c.local_activations = true;
+    const proto::Plan one = MakePlan(m, c);
+    c.waves = 2;
+    const proto::Plan plan = MakePlan(m, c);
+    ASSERT_EQ(plan.config().waves(), 2u);
+    // Again per wave, but for the first pack's, which stay on the devices
+    // from a wave's last backward into the next wave's first forward.
+    EXPECT_GT(plan.estimates().swap().weights_in(), one.estimates().swap().weights_in());
+    EXPECT_LT(plan.estimates().swap().weights_in(), 2 * one.estimates().swap().weights_in());
+    EXPECT_EQ(plan.estimates().swap().gradients_out(),
+              2 * one.estimates().swap().gradients_out());
+    TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("adam")));
+    ExpectLikeReference(m, plan, run, Reference("adam", family == "gpt"), 1e-6, false);
+    ASSERT_FALSE(run.metrics.empty());
+    EXPECT_EQ(run.metrics.back().bytes.activations_in, 0u);
+    for (size_t d = 0; d < run.metrics.back().device_peak_bytes.size(); ++d) {
+      EXPECT_LE(run.metrics.back().device_peak_bytes[d],
+                plan.estimates().device_peak_bytes(static_cast<int>(d)))
+          << "device " << d << " at " << run.metrics.back().device_peak_activity[d];
+    }
+  }
+}
+
 // vDP plans whose devices copy the parameters from device 0 instead of
 // swapping them in each train bit for bit like the same plan without
 // (BatchNorm's buffers, which device 0's forward updates, still come from

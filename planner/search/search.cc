@@ -228,7 +228,8 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   // fastest caps the tolerance window of what follows (and so the result:
   // a best is only ever chosen within the window, or faster than one that
   // was).
-  if (o.schedule == Schedule::kHarmony && o.backward_packs.empty()) {
+  // (Pinned waves ask for Harmony's vDP in passes: no baseline runs so.)
+  if (o.schedule == Schedule::kHarmony && o.backward_packs.empty() && o.waves <= 1) {
     for (Schedule b : {Schedule::kOndemand, Schedule::kDpSwap, Schedule::kGpipe}) {
       const Mode mode = b == Schedule::kGpipe ? Mode::kVpp : Mode::kVdp;
       if (o.mode && *o.mode != mode) continue;

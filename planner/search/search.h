@@ -59,7 +59,7 @@ struct SearchOptions {
   // vDP Harmony: the minibatch in this many waves (plan::Config::waves);
   // 0: one, and where a config keeping activations on the devices does
   // not fit, 2, 4, 8 and 16 tried (each wave two microbatches per device
-  // at least). > 1 plans vDP only.
+  // at least). > 1 plans Harmony's vDP only (no baseline competes).
   int waves = 0;
   // Skip microbatch sizes whose compute alone cannot beat what was found
   // (a lower bound; the result is the same as without: tested).

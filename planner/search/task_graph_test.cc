@@ -1,6 +1,7 @@
 #include "planner/search/task_graph.h"
 
 #include <algorithm>
+#include <map>
 
 #include "gtest/gtest.h"
 #include "planner/search/testing/fake_profile.h"
@@ -216,6 +217,92 @@ TEST(TaskGraphTest, VdpLocalActivationsStayOnTheDevice) {
       EXPECT_EQ(x.channel, to_fused ? Channel::kHost : Channel::kLocal) << "task " << t.id;
     }
   }
+}
+
+// In waves, vDP runs forward and backward over every pack once per wave,
+// each on its slice of the minibatch; every wave's gradients go to the one
+// update of their pack, which follows the last wave's backward of it, and
+// each wave's reduction sums only that wave's gradients.
+TEST(TaskGraphTest, VdpWavesPassOverEveryPackPerSlice) {
+  auto m = Model(6);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.minibatch = 13;  // Waves of 5, 4 and 4 samples.
+  c.forward_microbatch = 2;
+  c.backward_microbatch = 2;
+  c.forward_packs = {{0, 2}, {2, 4}};
+  c.backward_packs = {{0, 2}, {2, 4}, {4, 6}};
+  c.local_activations = true;
+  c.peer_weights = true;
+  c.waves = 3;
+  EXPECT_EQ(WaveSamples(c, 0).first, 0);
+  EXPECT_EQ(WaveSamples(c, 0).size, 5);
+  EXPECT_EQ(WaveSamples(c, 1).first, 5);
+  EXPECT_EQ(WaveSamples(c, 2).first, 9);
+  EXPECT_EQ(WaveSamples(c, 2).size, 4);
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  // 3 waves x 2 devices x (2 forward + 3 backward) tasks, 3 updates.
+  int forwards = 0, backwards = 0, updates = 0;
+  std::map<int, int> update_of;  // Pack -> its update task.
+  for (const Task& t : g->tasks) {
+    forwards += t.kind == TaskKind::kForward;
+    backwards += t.kind == TaskKind::kBackward;
+    if (t.kind == TaskKind::kUpdate) {
+      ++updates;
+      update_of[t.pack] = t.id;
+    }
+  }
+  EXPECT_EQ(forwards, 3 * 2 * 2);
+  EXPECT_EQ(backwards, 3 * 2 * 3);
+  EXPECT_EQ(updates, 3);
+  for (const Task& t : g->tasks) {
+    if (t.kind != TaskKind::kBackward) continue;
+    // Each wave's microbatches lie in its slice.
+    const int wave = t.microbatches.front().offset < 5 ? 0 : t.microbatches.front().offset < 9 ? 1 : 2;
+    const WaveSlice slice = WaveSamples(c, wave);
+    for (const Microbatch& mb : t.microbatches) {
+      EXPECT_GE(mb.offset, slice.first) << "task " << t.id;
+      EXPECT_LE(mb.offset + mb.size, slice.first + slice.size) << "task " << t.id;
+    }
+    // Every wave's device 0 sends its pack's gradients to the one update,
+    // which comes after it; device 1 hands its gradients to device 0's
+    // task of the same wave.
+    EXPECT_LT(t.id, update_of[t.pack]);
+    if (t.device == 0) {
+      EXPECT_EQ(PeerOf(t, TransferKind::kGradientsOut), update_of[t.pack]) << "task " << t.id;
+    } else {
+      const int to = PeerOf(t, TransferKind::kGradientReduce);
+      ASSERT_GE(to, 0) << "task " << t.id;
+      EXPECT_EQ(g->tasks[to].device, 0);
+      EXPECT_EQ(g->tasks[to].pack, t.pack);
+      EXPECT_EQ(g->tasks[to].microbatches.front().offset < 5,
+                t.microbatches.front().offset < 5) << "task " << t.id;
+    }
+    // Activations stay on the device within a wave.
+    for (const Transfer& x : t.transfers) {
+      if (x.kind == TransferKind::kActivationsIn) EXPECT_EQ(x.channel, Channel::kLocal);
+    }
+  }
+  // Updates only after the last wave: the first update follows every
+  // backward task.
+  int last_backward = 0;
+  for (const Task& t : g->tasks) {
+    if (t.kind == TaskKind::kBackward && t.pack == 2) last_backward = std::max(last_backward, t.id);
+  }
+  EXPECT_GT(update_of[2], last_backward);
+  // Waves are vDP Harmony's, and each needs a sample per device.
+  Config vpp = c;
+  vpp.mode = Mode::kVpp;
+  EXPECT_NE(BuildTaskGraph(*m, vpp).status().message().find("only in Harmony's vDP"),
+            std::string::npos);
+  Config thin = c;
+  thin.waves = 7;
+  EXPECT_NE(BuildTaskGraph(*m, thin).status().message().find("at most 6 waves"),
+            std::string::npos)
+      << BuildTaskGraph(*m, thin).status();
 }
 
 // With peer_weights, vDP device 0 swaps every pack's weights in from the
