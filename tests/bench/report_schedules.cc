@@ -43,7 +43,9 @@ std::string KeepCell(const json& run) {
     ++total;
     if (a.get<std::string>() == "keep") ++kept;
   }
-  return absl::StrFormat("%d of %d keep", kept, total);
+  const int waves = run.value("waves", 1);
+  return absl::StrFormat("%d of %d keep%s", kept, total,
+                         waves > 1 ? absl::StrFormat(", %d waves", waves) : "");
 }
 
 // ", N% reserved" when the run's plan had to leave more than the default
@@ -311,7 +313,9 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
           "recompute included, vs its own planned bytes in the busier link direction), with "
           "Harmony's measured time over each; the simulator's error beside it; how many "
           "backward packs keep their activations instead of recomputing them (the last, fused, "
-          "never recomputes); and against on-demand: weight and gradient bytes, all bytes, "
+          "never recomputes) and, where the minibatch runs in waves (passes over the packs, each on a "
+          "slice of it, so that a device keeps one pass's activations), how many; and against "
+          "on-demand: weight and gradient bytes, all bytes, "
           "and throughput (the paper's regime is the large minibatch of many microbatches, "
           "where on-demand swaps every weight again per microbatch).\n\n"
           "| config | harmony | bound (÷) | plan's own bound (÷) | simulator | activations | "

@@ -102,6 +102,7 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
     keep.push_back(c.Keeps(static_cast<int>(q)) ? "keep" : "recompute");
   }
   r["activations"] = std::move(keep);
+  r["waves"] = std::max(1, c.waves);  // Passes over the packs (plan::Config::waves).
   return r;
 }
 
