@@ -252,6 +252,40 @@ TEST(SearchTest, LocalActivationsAreSearchedInVdp) {
   EXPECT_LE(both->sim.iteration_s, pinned[true].sim.iteration_s);
 }
 
+// At a large minibatch a device cannot hold every microbatch's activations
+// between its packs; the search runs the minibatch in waves (passes over
+// the packs, each on a slice of it), keeping one wave's on the device, and
+// beats the one-pass plan, which sends them through the slow link.
+TEST(SearchTest, WavesKeepActivationsOnTheDevicesAtLargeMinibatches) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  f.activation_bytes = 64 << 10;
+  f.bandwidth = 1e8;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  SearchOptions o = Options(2, 6u << 20, 256);
+  o.mode = Mode::kVdp;
+  SearchOptions one = o;
+  one.waves = 1;
+  absl::StatusOr<SearchResult> single = SearchSchedule(*m, one);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->graph.config.waves, 1);
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->graph.config.schedule, Schedule::kHarmony);
+  EXPECT_GT(r->graph.config.waves, 1);
+  EXPECT_TRUE(r->graph.config.local_activations);
+  EXPECT_TRUE(r->sim.fits);
+  EXPECT_LT(r->sim.iteration_s, single->sim.iteration_s);
+  EXPECT_LT(r->sim.swap.host_link(), single->sim.swap.host_link());
+  // Pinned, it is what is planned: the same plan.
+  SearchOptions pinned = o;
+  pinned.waves = r->graph.config.waves;
+  absl::StatusOr<SearchResult> again = SearchSchedule(*m, pinned);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->graph.config.waves, r->graph.config.waves);
+  EXPECT_EQ(again->sim.iteration_s, r->sim.iteration_s);
+}
+
 // vDP on several devices copies the parameters from device 0 when devices
 // copy between them at least as fast as from the host (auto), or as pinned;
 // never for vPP or a baseline.
