@@ -26,6 +26,18 @@ std::string Tmp(const std::string& name) {
   return ::testing::TempDir() + "/" + name;
 }
 
+// `harmony-plan simulate` on the saved plan at `path` prints its own
+// estimated iteration time.
+void ExpectResimulates(const std::string& path, const proto::Plan& plan) {
+  auto simulated = RunCommand(absl::StrCat(kPlan, " simulate ", path));
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.output;
+  EXPECT_NE(simulated.output.find(absl::StrCat(
+                "iteration ", common::FormatTimeSpan(absl::Seconds(
+                                  plan.estimates().iteration_time_s())))),
+            std::string::npos)
+      << simulated.output;
+}
+
 TEST(PlanCliTest, ProfileDecomposeSynthesize) {
   ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 3 --width 16 --seq-len 8 "
                                           "--vocab 32 -o ", Tmp("gpt.pt"),
@@ -148,13 +160,7 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
       << kept_inspected.output;
   EXPECT_NE(kept_inspected.output.find(":keep"), std::string::npos) << kept_inspected.output;
   EXPECT_NE(kept_inspected.output.find("KEPT_OUT"), std::string::npos) << kept_inspected.output;
-  auto kept_simulated = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("k.pb")));
-  ASSERT_EQ(kept_simulated.exit_code, 0) << kept_simulated.output;
-  EXPECT_NE(kept_simulated.output.find(absl::StrCat(
-                "iteration ", common::FormatTimeSpan(absl::Seconds(
-                                  kept_plan->estimates().iteration_time_s())))),
-            std::string::npos)
-      << kept_simulated.output;
+  ExpectResimulates(Tmp("k.pb"), *kept_plan);
   auto bad_keep = RunCommand(plan + Tmp("x.pb") + " --keep-activations sometimes");
   EXPECT_NE(bad_keep.exit_code, 0);
   EXPECT_NE(bad_keep.output.find("--keep-activations \"sometimes\": expected auto, all or none"),
@@ -172,13 +178,7 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_EQ(waved_plan->config().waves(), 2u);
   EXPECT_NE(waved.output.find("waves: 2 passes of 8 samples"), std::string::npos)
       << waved.output;
-  auto waved_simulated = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("w.pb")));
-  ASSERT_EQ(waved_simulated.exit_code, 0) << waved_simulated.output;
-  EXPECT_NE(waved_simulated.output.find(absl::StrCat(
-                "iteration ", common::FormatTimeSpan(absl::Seconds(
-                                  waved_plan->estimates().iteration_time_s())))),
-            std::string::npos)
-      << waved_simulated.output;
+  ExpectResimulates(Tmp("w.pb"), *waved_plan);
   auto waves_vpp = RunCommand(plan + Tmp("x.pb") + " --mode vpp --waves 2");
   EXPECT_NE(waves_vpp.exit_code, 0);
   EXPECT_NE(waves_vpp.output.find("not with --mode vpp"), std::string::npos) << waves_vpp.output;

@@ -211,6 +211,13 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   }
   HARMONY_ASSIGN_OR_RETURN(impl->peer_weights,
                            PeerWeights::Create(impl->graph, static_cast<int>(impl->devices.size())));
+  for (const plan::Task& t : impl->graph.tasks) {
+    for (const plan::Transfer& x : t.transfers) {
+      if (x.kind == plan::TransferKind::kGradientReduce && x.peer_task >= 0) {
+        impl->reduce_senders[x.peer_task].push_back(t.id);
+      }
+    }
+  }
   HARMONY_ASSIGN_OR_RETURN(impl->threads_per_device,
                            common::ThreadsPerDevice(options.threads, config.num_devices));
   HARMONY_RETURN_IF_ERROR(impl->SetUpRecipe());

@@ -125,6 +125,9 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<Device>> devices;
   // What travels between tasks (immutable after Create).
   Routes routes;
+  // vDP: the tasks whose gradients each summing task (device 0's, one per
+  // pack and wave) takes, in task order (their GRADIENT_REDUCE to it).
+  std::map<int, std::vector<int>> reduce_senders;
   // The host's update thread's part: the update order, the schedule,
   // clipping (runtime_recipe.cc sets it up).
   std::unique_ptr<HostUpdates> updates;

@@ -196,13 +196,10 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
   if (reduce) {
     // Sum the gradients the other devices hand this task (of its pack and
     // wave), in device order.
-    for (const Task& other : graph.tasks) {
-      if (other.kind != TaskKind::kBackward || other.id == t.id) continue;
-      const bool to_this = std::any_of(
-          other.transfers.begin(), other.transfers.end(), [&](const Transfer& y) {
-            return y.kind == TransferKind::kGradientReduce && y.peer_task == t.id;
-          });
-      if (!to_this) continue;
+    const auto senders = reduce_senders.find(t.id);
+    const size_t count = senders == reduce_senders.end() ? 0 : senders->second.size();
+    for (size_t i = 0; i < count; ++i) {
+      const Task& other = graph.tasks[senders->second[i]];
       const double start = Now();
       HARMONY_ASSIGN_OR_RETURN(std::vector<std::vector<at::Tensor>> theirs,
                                reduction.Take(other.id));
