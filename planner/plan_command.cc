@@ -142,8 +142,9 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
       ("keep-activations", po::value(&f->keep_text)->default_value(f->keep_text),
        "auto | all | none: whether a backward pack keeps the activations its forward "
        "saved (sent to the host and back) instead of recomputing its forward from the "
-       "stash; auto tries both per candidate, all keeps in every pack that can (its "
-       "vLayers in one forward pack, equal forward and backward microbatches)")
+       "stash; auto tries every candidate both ways, then chooses per pack on the best "
+       "(keeping where it is faster), all keeps in every pack that can (its vLayers "
+       "in one forward pack, equal forward and backward microbatches)")
       ("waves", po::value(&f->waves)->default_value(f->waves),
        "vDP: run the minibatch as N passes over the packs, each on 1/N of the samples, "
        "the gradients summed on the host and one update after the last: what a device "

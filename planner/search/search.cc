@@ -1,7 +1,6 @@
 #include "planner/search/search.h"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 #include <set>
 #include <thread>
@@ -10,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "planner/search/candidates.h"
+#include "planner/search/keep_choice.h"
 
 namespace harmony::planner {
 namespace {
@@ -28,33 +29,6 @@ void AddUnique(std::vector<Packing>& packings, const Packing& p) {
 
 int TotalPacks(const Config& c) {
   return static_cast<int>(c.forward_packs.size() + c.backward_packs.size());
-}
-
-struct Candidate {
-  Config config;
-  absl::StatusOr<TaskGraph> graph = absl::UnknownError("not built");
-  absl::StatusOr<SimResult> sim = absl::UnknownError("not simulated");
-};
-
-// Builds and simulates every config on `threads` threads; results in the
-// configs' order.
-std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config> configs,
-                                   int threads) {
-  std::vector<Candidate> out(configs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < out.size(); i = next++) {
-      out[i].config = std::move(configs[i]);
-      out[i].graph = BuildTaskGraph(model, out[i].config);
-      if (out[i].graph.ok()) out[i].sim = Simulate(model, *out[i].graph);
-    }
-  };
-  const int n = std::max(1, std::min<int>(threads, static_cast<int>(out.size())));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  return out;
 }
 
 // Whether dropping the prefetch could bring `sim`'s peak within the
@@ -90,26 +64,6 @@ std::vector<bool> HostSumsFor(const CostModel& model, const Config& c) {
   }
   if (!any) return {};
   return sums;
-}
-
-// `c` as the search tries it with kept activations (Config::keep): as is
-// and with every backward pack that can keep keeping (auto), only the
-// latter (all), or only as is (none).
-std::vector<Config> KeepVariants(const CostModel& model, const Config& c, KeepActivations keep) {
-  if (keep == KeepActivations::kNone || c.schedule != Schedule::kHarmony ||
-      c.forward_microbatch != c.backward_microbatch || !model.measured_kept()) {
-    return {c};
-  }
-  Config all = c;
-  all.keep.assign(c.backward_packs.size(), false);
-  bool any = false;
-  for (size_t q = 0; q + 1 < c.backward_packs.size(); ++q) {
-    all.keep[q] = KeepSource(c.forward_packs, c.backward_packs[q]) >= 0;
-    any = any || all.keep[q];
-  }
-  if (!any) return {c};
-  if (keep == KeepActivations::kAll) return {all};
-  return {c, all};
 }
 
 }  // namespace
@@ -496,6 +450,23 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
       }
+    }
+  }
+  // Keep or recompute, per pack: chosen on the best candidate, which wins
+  // over it only as any candidate does (faster, or within the tolerance
+  // with fewer bytes over the link).
+  if (have && o.keep == KeepActivations::kAuto) {
+    if (o.progress) {
+      o.progress(absl::StrCat("choosing keep or recompute per pack (", best.candidates,
+                              " simulated)"));
+    }
+    int simulated = 0;
+    std::optional<Candidate> kept = ChooseKeptPacks(model, best.graph.config,
+                                                    best.sim.iteration_s, threads, &simulated);
+    best.candidates += simulated;
+    if (kept) {
+      --best.candidates;  // consider() counts it again.
+      HARMONY_RETURN_IF_ERROR(consider(*kept));
     }
   }
   if (!have) {

@@ -23,16 +23,12 @@
 
 #include "absl/status/statusor.h"
 #include "planner/search/cost_model.h"
+#include "planner/search/keep_choice.h"
 #include "planner/search/packing.h"
 #include "planner/search/task_graph.h"
 #include "planner/sim/simulator.h"
 
 namespace harmony::planner {
-
-// Whether backward packs keep their activations from the forward
-// (plan::Config::keep) or recompute them: the search tries both per
-// candidate (auto), or every pack that can keep does (all), or none does.
-enum class KeepActivations { kAuto, kAll, kNone };
 
 struct SearchOptions {
   int num_devices = 1;

@@ -286,6 +286,72 @@ TEST(SearchTest, WavesKeepActivationsOnTheDevicesAtLargeMinibatches) {
   EXPECT_EQ(again->sim.iteration_s, r->sim.iteration_s);
 }
 
+// Keep or recompute is chosen per pack: where a vLayer's forward is costly
+// and what it saves is small, keeping saves its recompute; where it saves
+// much for a cheap forward, keeping only loads the link. The search keeps
+// the first kind and recomputes the second, faster than keeping every pack
+// or none.
+TEST(SearchTest, KeepIsChosenPerPack) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  f.bandwidth = 1e8;
+  proto::ProfileFile p = MakeFakeProfile(f);
+  for (int l = 0; l < f.layers; ++l) {
+    proto::VLayerProfile* v = p.mutable_profile()->mutable_vlayers(l);
+    const bool costly = l < 4;
+    for (proto::MicrobatchProfile& r : *v->mutable_by_microbatch()) {
+      if (costly) {  // Ten times the compute, the kept bytes small.
+        r.set_forward_time_s(r.forward_time_s() * 10);
+        r.set_backward_time_s(r.backward_time_s() * 10);
+        r.set_kept_bytes(r.size() * (1 << 10));
+      } else {  // 20 ms over the link per sample, to save 1 ms.
+        r.set_kept_bytes(r.size() * (2 << 20));
+      }
+    }
+  }
+  auto m = *CostModel::Create(p);
+  ASSERT_TRUE(m->measured_kept());
+  SearchOptions o = Options(1, 6u << 20, 8);
+  o.microbatch = 1;
+  auto plan = [&](KeepActivations keep) {
+    SearchOptions k = o;
+    k.keep = keep;
+    return SearchSchedule(*m, k);
+  };
+  absl::StatusOr<SearchResult> none = plan(KeepActivations::kNone);
+  absl::StatusOr<SearchResult> all = plan(KeepActivations::kAll);
+  absl::StatusOr<SearchResult> chosen = plan(KeepActivations::kAuto);
+  ASSERT_TRUE(none.ok()) << none.status();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  const Config& c = chosen->graph.config;
+  ASSERT_EQ(c.schedule, Schedule::kHarmony);
+  int kept = 0, recomputed = 0;
+  for (size_t q = 0; q + 1 < c.backward_packs.size(); ++q) {
+    const PackRange& r = c.backward_packs[q];
+    if (c.Keeps(static_cast<int>(q))) {
+      ++kept;
+      EXPECT_LE(r.end, 4) << "pack " << q << " (vLayers " << r.begin << "-" << r.end - 1
+                          << ") keeps the cheap vLayers' many bytes";
+    } else if (r.begin >= 4) {
+      ++recomputed;
+    } else {
+      ADD_FAILURE() << "pack " << q << " (vLayers " << r.begin << "-" << r.end - 1
+                    << ") recomputes costly vLayers";
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(recomputed, 0);
+  EXPECT_GT(chosen->sim.swap.kept_out, 0u);
+  EXPECT_LT(chosen->sim.iteration_s, none->sim.iteration_s);
+  EXPECT_LT(chosen->sim.iteration_s, all->sim.iteration_s);
+  // Deterministic: the same choice again.
+  absl::StatusOr<SearchResult> again = plan(KeepActivations::kAuto);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->graph.config.keep, c.keep);
+  EXPECT_EQ(again->sim.iteration_s, chosen->sim.iteration_s);
+}
+
 // vDP on several devices copies the parameters from device 0 when devices
 // copy between them at least as fast as from the host (auto), or as pinned;
 // never for vPP or a baseline.
