@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/decomposer_cuts.h"
+#include "common/dropout.h"
 #include "common/pure_graph.h"
 #include "common/status.h"
 #include "common/torch_status.h"
@@ -327,9 +328,25 @@ absl::Status Decomposition::BuildVLayers(const std::vector<int>& cuts) {
     }
     // Randomness and in-place buffer writes. BatchNorm updates its running
     // statistics without declaring it in its schema, so it is named here.
+    // Dropout draws from the running thread's generator (common/dropout.h);
+    // any other random op from LibTorch's global one.
+    std::vector<Node*> dropouts;
     ForEachNode(g->block(), [&](Node* n) {
-      if (n->isNondeterministic() && !DrawsNothing(n)) info.uses_rng = true;
+      if (!n->isNondeterministic() || DrawsNothing(n)) return;
+      info.uses_rng = true;
+      if (n->kind() == c10::aten::dropout && n->inputs().size() == 3) {
+        dropouts.push_back(n);
+      } else {
+        info.global_rng = true;
+      }
     });
+    for (Node* n : dropouts) {
+      Node* own = g->create(c10::Symbol::fromQualString(DropoutOp()), n->inputs(), 1);
+      own->insertBefore(n);
+      own->output()->setType(n->output()->type());
+      n->output()->replaceAllUsesWith(own->output());
+      n->destroy();
+    }
     for (size_t b = 0; b < info.buffers.size(); ++b) {
       Value* buffer = g->inputs()[info.parameters.size() + b];
       for (const torch::jit::Use& use : buffer->uses()) {

@@ -95,6 +95,10 @@ struct VLayerInfo {
   std::vector<bool> output_is_tensor;
   // Draws random numbers (dropout) / writes to a buffer in place.
   bool uses_rng = false;
+  // Draws from LibTorch's global generator (a random op other than
+  // dropout, which draws from the thread's: common/dropout.h); the runtime
+  // runs such a vLayer under a lock.
+  bool global_rng = false;
   bool updates_buffers = false;
 
   int num_outputs() const { return static_cast<int>(output_is_tensor.size()); }

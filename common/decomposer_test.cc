@@ -386,6 +386,8 @@ TEST(DecomposerTest, GptBlocksEachAVLayerAndDropoutMarked) {
   for (const VLayerInfo& v : (*d)->vlayers()) {
     if (v.scope.rfind("h.", 0) == 0) {
       EXPECT_TRUE(v.uses_rng) << v.scope;
+      // Dropout only: the thread's own generator (common/dropout.h).
+      EXPECT_FALSE(v.global_rng) << v.scope;
       // One residual stream in, one out.
       EXPECT_EQ(v.num_outputs(), 1) << v.scope;
     }

@@ -13,6 +13,7 @@
 #include "common/autocast.h"
 #include "common/precision.h"
 #include "common/denormals.h"
+#include "common/dropout.h"
 #include "common/intra_op_threads.h"
 #include "common/status.h"
 #include "common/torch_status.h"
@@ -202,11 +203,16 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
           absl::StatusOr<std::vector<c10::IValue>> outs = [&] {
             if (!v.uses_rng) return dec.Run(k, w->params[k - range.begin],
                                             w->buffers[k - range.begin], in);
+            const uint64_t seed = DropoutSeed(setup_.seed, -1 - index, mb.offset, k);
+            if (!v.global_rng && dev.type() == c10::DeviceType::CPU) {
+              common::DropoutGeneratorScope own(seed);
+              return dec.Run(k, w->params[k - range.begin], w->buffers[k - range.begin], in);
+            }
             std::lock_guard<std::mutex> lock(*rng_mu_);
             at::Generator gen = dev.generator();
             {
               std::lock_guard<std::mutex> g(gen.mutex());
-              gen.set_current_seed(DropoutSeed(setup_.seed, -1 - index, mb.offset, k));
+              gen.set_current_seed(seed);
             }
             return dec.Run(k, w->params[k - range.begin], w->buffers[k - range.begin], in);
           }();

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "common/autocast.h"
 #include "common/denormals.h"
+#include "common/dropout.h"
 #include "common/intra_op_threads.h"
 #include "common/status.h"
 #include "common/torch_status.h"
@@ -58,12 +59,19 @@ absl::StatusOr<std::vector<c10::IValue>> Runtime::Impl::RunVLayer(int d, int k, 
       override != nullptr ? *override : w.params[k - w.range.begin];
   common::Autocast autocast(options.bf16.value_or(false), devices[d]->type());
   if (!Info(k).uses_rng) return dec->Run(k, params, buffers, in);
+  const uint64_t seed =
+      DropoutSeed(options.seed, iteration, options.world.rank * minibatch + offset, k);
+  // Dropout on a CPU device draws from the thread's own generator; the
+  // devices compute at once. Other random ops share the global one.
+  if (!Info(k).global_rng && devices[d]->type() == c10::DeviceType::CPU) {
+    common::DropoutGeneratorScope own(seed);
+    return dec->Run(k, params, buffers, in);
+  }
   std::lock_guard<std::mutex> lock(rng_mu);
   at::Generator gen = devices[d]->generator();
   {
     std::lock_guard<std::mutex> g(gen.mutex());
-    gen.set_current_seed(
-        DropoutSeed(options.seed, iteration, options.world.rank * minibatch + offset, k));
+    gen.set_current_seed(seed);
   }
   return dec->Run(k, params, buffers, in);
 }
