@@ -4,6 +4,7 @@
 
 #include "common/dropout.h"
 
+#include <mutex>
 #include <thread>
 #include <vector>
 
