@@ -28,6 +28,14 @@ at::Tensor Input(bool transposed = false) {
   return transposed ? x.transpose(1, 2) : x;
 }
 
+// harmony::dropout through the dispatcher, as the JIT calls it.
+at::Tensor CallOwn(const at::Tensor& x, double p, bool train) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow(DropoutOp(), "")
+                       .typed<at::Tensor(const at::Tensor&, double, bool)>();
+  return op.call(x, p, train);
+}
+
 // aten::dropout drawing from the global generator seeded with `seed`.
 Result Reference(uint64_t seed, double p, bool transposed = false) {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
@@ -42,12 +50,9 @@ Result Reference(uint64_t seed, double p, bool transposed = false) {
 }
 
 Result Own(uint64_t seed, double p, bool transposed = false) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow(DropoutOp(), "")
-                       .typed<at::Tensor(const at::Tensor&, double, bool)>();
   DropoutGeneratorScope scope(seed);
   at::Tensor x = Input(transposed).detach().requires_grad_(true);
-  at::Tensor out = op.call(x, p, true);
+  at::Tensor out = CallOwn(x, p, true);
   out.backward(torch::ones_like(out) * 0.5);
   return {out.detach(), x.grad()};
 }
@@ -68,14 +73,11 @@ TEST(DropoutTest, EqualsLibTorchsDropoutBitForBit) {
     }
   }
   // Not training, or p = 0: the input itself; p = 1: zeros.
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow(DropoutOp(), "")
-                       .typed<at::Tensor(const at::Tensor&, double, bool)>();
   DropoutGeneratorScope scope(7);
   const at::Tensor x = Input();
-  EXPECT_TRUE(op.call(x, 0.5, false).is_same(x));
-  EXPECT_TRUE(op.call(x, 0.0, true).is_same(x));
-  EXPECT_EQ(op.call(x, 1.0, true).abs().sum().item<double>(), 0.0);
+  EXPECT_TRUE(CallOwn(x, 0.5, false).is_same(x));
+  EXPECT_TRUE(CallOwn(x, 0.0, true).is_same(x));
+  EXPECT_EQ(CallOwn(x, 1.0, true).abs().sum().item<double>(), 0.0);
 }
 
 TEST(DropoutTest, ThreadsDrawTheirOwnSeedsAtOnce) {
@@ -101,9 +103,6 @@ TEST(DropoutTest, ThreadsDrawTheirOwnSeedsAtOnce) {
 }
 
 TEST(DropoutTest, WithoutAScopeItIsLibTorchsDropout) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow(DropoutOp(), "")
-                       .typed<at::Tensor(const at::Tensor&, double, bool)>();
   const Result want = Reference(77, 0.4);
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   {
@@ -111,7 +110,7 @@ TEST(DropoutTest, WithoutAScopeItIsLibTorchsDropout) {
     gen.set_current_seed(77);
   }
   at::Tensor x = Input().requires_grad_(true);
-  at::Tensor out = op.call(x, 0.4, true);
+  at::Tensor out = CallOwn(x, 0.4, true);
   out.backward(torch::ones_like(out) * 0.5);
   EXPECT_TRUE(torch::equal(out.detach(), want.out));
   EXPECT_TRUE(torch::equal(x.grad(), want.grad));
