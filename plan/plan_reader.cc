@@ -153,6 +153,28 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
     c.keep.resize(c.backward_packs.size(), false);
     c.keep[p] = true;
   }
+  auto late = [](const auto& packs, size_t n, const char* kind,
+                 std::vector<bool>* out) -> absl::Status {
+    for (uint32_t p : packs) {
+      if (p >= n) {
+        return Malformed(absl::StrCat("it swaps the weights of ", kind, " pack ", p,
+                                      " in late; there are ", n));
+      }
+      out->resize(n, false);
+      (*out)[p] = true;
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s =
+          late(pc.late_forward_packs(), c.forward_packs.size(), "forward", &c.late_forward);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          late(pc.late_backward_packs(), c.backward_packs.size(), "backward", &c.late_backward);
+      !s.ok()) {
+    return s;
+  }
   if (c.num_devices < 1 || plan.devices_size() != c.num_devices) {
     return Malformed(absl::StrCat("it has ", plan.devices_size(), " device task lists for ",
                                   c.num_devices, " devices"));

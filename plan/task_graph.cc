@@ -21,6 +21,12 @@ std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int siz
   return out;
 }
 
+bool Config::Prefetches(TaskKind kind, int pack) const {
+  if (!prefetch) return false;
+  const std::vector<bool>& late = kind == TaskKind::kForward ? late_forward : late_backward;
+  return pack < 0 || pack >= static_cast<int>(late.size()) || !late[pack];
+}
+
 WaveSlice WaveSamples(const Config& c, int w) {
   const int waves = std::max(1, c.waves);
   const int base = c.minibatch / waves, extra = c.minibatch % waves;

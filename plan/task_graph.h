@@ -19,7 +19,8 @@
 // forward pack stays resident into its first backward task when they are
 // the same pack. Every task lists its weight swap-in, and the task before it
 // on the same device lists the prefetch of those weights (unless the config
-// is single-buffered: Config::prefetch).
+// is single-buffered, Config::prefetch, or the pack's weights come late,
+// Config::late_forward / late_backward).
 //
 // Thread-safety: plain values.
 
@@ -44,6 +45,7 @@ using Packing = std::vector<PackRange>;
 
 
 enum class Mode { kVpp, kVdp };
+enum class TaskKind { kForward, kBackward, kUpdate };
 enum class Schedule { kHarmony, kOndemand, kGpipe, kDpSwap };
 
 struct Config {
@@ -60,6 +62,16 @@ struct Config {
   // packs' weights resident at once); false: single-buffered, each task
   // swaps its own weights in when it starts (for packs that fill a device).
   bool prefetch = true;
+  // With `prefetch`: the packs whose weights come when their task starts
+  // all the same (true at a pack's index; empty: none), forward packs in
+  // `late_forward`, backward packs in `late_backward`: what a device holds
+  // during the task before leaves no room for them. The search chooses
+  // them per pack (planner/search/prefetch_choice.h).
+  std::vector<bool> late_forward;
+  std::vector<bool> late_backward;
+  // Whether the weights of pack `pack` (of forward_packs for kForward, else
+  // of backward_packs) are prefetched during the device's previous task.
+  bool Prefetches(TaskKind kind, int pack) const;
   // vDP: whether what a task sends to the next task of its device that
   // reads it (activations forward, their gradients backward, microbatches
   // of one size) stays on the device instead of going out to the host and
@@ -113,8 +125,6 @@ struct WaveSlice {
   int size = 0;
 };
 WaveSlice WaveSamples(const Config& c, int w);
-
-enum class TaskKind { kForward, kBackward, kUpdate };
 
 // How many microbatches ahead of the one computing a device copies a task's
 // host inputs in (data, activations, stashes, kept activations): microbatch

@@ -163,13 +163,16 @@ absl::Status Evaluator::RunDevice(int d, int64_t index, const Minibatch& batch,
   std::future<absl::StatusOr<std::shared_ptr<PackWeights>>> next;
   for (int p = 0; p < packs; ++p) {
     const plan::PackRange range = setup_.packs[p];
-    // Not prefetched (a single-buffered plan): now, the previous pack's
-    // weights freed.
+    // Not prefetched (a single-buffered plan, or a late pack): now, the
+    // previous pack's weights freed.
     if (!next.valid()) next = post(p);
     absl::StatusOr<std::shared_ptr<PackWeights>> loaded = next.get();
     if (!loaded.ok()) return loaded.status();
     std::shared_ptr<PackWeights> w = *std::move(loaded);
-    if (p + 1 < packs && setup_.prefetch) next = post(p + 1);
+    if (p + 1 < packs && p + 1 < static_cast<int>(setup_.prefetch.size()) &&
+        setup_.prefetch[p + 1]) {
+      next = post(p + 1);
+    }
     for (size_t m = 0; m < mine.size(); ++m) {
       const plan::Microbatch& mb = mine[m];
       const std::string activity = absl::StrCat("evaluation of ", Layers(range), ", samples ",

@@ -50,7 +50,9 @@ struct EvalSetup {
   std::vector<plan::PackRange> packs;  // Covering every vLayer, in order.
   int minibatch = 1;
   int microbatch = 1;
-  bool prefetch = true;
+  // Per pack: its weights come during the pack before (the plan's
+  // backward packs that prefetch); empty: none does.
+  std::vector<bool> prefetch;
   common::LossKind loss_kind = common::LossKind::kAuto;
   int threads_per_device = 1;
   bool flush_denormal = false;

@@ -283,7 +283,10 @@ absl::Status Runtime::Impl::SetEvalLoader(MinibatchLoader loader) {
     setup.packs = m.graph.config.backward_packs;
     setup.minibatch = m.minibatch;
     setup.microbatch = m.graph.config.backward_microbatch;
-    setup.prefetch = m.graph.config.prefetch;
+    for (size_t p = 0; p < setup.packs.size(); ++p) {
+      setup.prefetch.push_back(
+          m.graph.config.Prefetches(plan::TaskKind::kBackward, static_cast<int>(p)));
+    }
     setup.loss_kind = m.loss_kind;
     setup.threads_per_device = m.threads_per_device;
     setup.flush_denormal = m.flush_denormal;

@@ -243,23 +243,43 @@ TEST(RuntimeTest, BaselineSchedulesTrainTheSame) {
 }
 
 // Single-buffered plans (no prefetch: each task swaps its own weights in
-// when it starts) train exactly like the plain loop, and the devices peak
-// no higher than the plan says.
-TEST(RuntimeTest, SingleBufferedPlansTrainTheSame) {
+// when it starts), and plans where only some packs' weights come late,
+// train exactly like the plain loop, and the devices peak no higher than
+// the plan says.
+TEST(RuntimeTest, SingleBufferedAndLatePlansTrainTheSame) {
   const Model& m = GetModel("gpt");
-  for (Mode mode : {Mode::kVpp, Mode::kVdp}) {
+  for (auto [mode, single] : std::vector<std::pair<Mode, bool>>{
+           {Mode::kVpp, true}, {Mode::kVdp, true}, {Mode::kVpp, false}, {Mode::kVdp, false}}) {
     Config c = MakeConfig(m, mode, 2, 1, 1, 2, 2);
-    c.prefetch = false;
+    c.prefetch = !single;
+    if (!single) {
+      // Every other pack late, the first backward pack among them.
+      for (size_t p = 0; p < c.forward_packs.size(); ++p) c.late_forward.push_back(p % 2 == 1);
+      for (size_t p = 0; p < c.backward_packs.size(); ++p) c.late_backward.push_back(p % 2 == 0);
+    }
     const proto::Plan plan = MakePlan(m, c);
-    EXPECT_TRUE(plan.config().single_buffer());
+    EXPECT_EQ(plan.config().single_buffer(), single);
+    // The plan carries the choice per pack, read back as it was given.
+    absl::StatusOr<planner::TaskGraph> read = planner::TaskGraphFromPlan(plan);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->config.late_forward, c.late_forward);
+    EXPECT_EQ(read->config.late_backward, c.late_backward);
+    int prefetches = 0, expected = 0;
     for (const proto::DeviceSchedule& d : plan.devices()) {
-      for (const proto::Task& t : d.tasks()) {
-        for (const proto::Transfer& x : t.transfers()) {
-          EXPECT_NE(x.kind(), proto::PREFETCH_WEIGHTS);
+      for (int i = 0; i < d.tasks_size(); ++i) {
+        for (const proto::Transfer& x : d.tasks(i).transfers()) {
+          prefetches += x.kind() == proto::PREFETCH_WEIGHTS;
         }
+        if (i == 0) continue;
+        const planner::Task& t = read->tasks[d.tasks(i).id()];
+        const planner::Task& before = read->tasks[d.tasks(i - 1).id()];
+        expected += !(before.vlayers == t.vlayers) && c.Prefetches(t.kind, t.pack);
       }
     }
-    SCOPED_TRACE(planner::ModeName(mode));
+    EXPECT_EQ(prefetches, expected);
+    if (single) EXPECT_EQ(prefetches, 0);
+    if (!single) EXPECT_GT(prefetches, 0);
+    SCOPED_TRACE(absl::StrCat(planner::ModeName(mode), single ? " single-buffered" : " late"));
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
     ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
     ASSERT_FALSE(run.metrics.empty());

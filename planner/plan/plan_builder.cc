@@ -99,6 +99,12 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   for (size_t p = 0; p < c.keep.size(); ++p) {
     if (c.keep[p]) config->add_kept_packs(static_cast<uint32_t>(p));
   }
+  for (size_t p = 0; p < c.late_forward.size(); ++p) {
+    if (c.late_forward[p]) config->add_late_forward_packs(static_cast<uint32_t>(p));
+  }
+  for (size_t p = 0; p < c.late_backward.size(); ++p) {
+    if (c.late_backward[p]) config->add_late_backward_packs(static_cast<uint32_t>(p));
+  }
   for (int d = 0; d < c.num_devices; ++d) {
     proto::DeviceSchedule* device = plan.add_devices();
     device->set_device(d);
@@ -145,6 +151,19 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   if (c.single_buffer()) {
     out += "  weights single-buffered: each task swaps its own in when it starts (no prefetch)\n";
+  }
+  if (!c.single_buffer() &&
+      (c.late_forward_packs_size() > 0 || c.late_backward_packs_size() > 0)) {
+    auto list = [](const auto& packs) {
+      std::vector<std::string> xs;
+      for (uint32_t p : packs) xs.push_back(absl::StrCat(p));
+      return xs.empty() ? std::string("none") : absl::StrJoin(xs, ",");
+    };
+    absl::StrAppendFormat(&out,
+                          "  weights prefetched during the task before, but swapped in when "
+                          "their task starts (no room beside the task before) for forward "
+                          "pack(s) %s, backward pack(s) %s\n",
+                          list(c.late_forward_packs()), list(c.late_backward_packs()));
   }
   if (c.local_activations()) {
     out += "  activations between a device's packs stay on the device\n";

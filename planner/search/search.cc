@@ -11,6 +11,7 @@
 #include "common/units.h"
 #include "planner/search/candidates.h"
 #include "planner/search/keep_choice.h"
+#include "planner/search/prefetch_choice.h"
 
 namespace harmony::planner {
 namespace {
@@ -422,9 +423,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
               waved.back().waves = w;
             }
           }
-          if (cand.config.prefetch && CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
-            single.push_back(cand.config);
-            single.back().prefetch = false;
+          if (cand.config.prefetch && cand.config.late_forward.empty() &&
+              cand.config.late_backward.empty() &&
+              CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
+            for (Config& v : LateVariants(cand.config)) single.push_back(std::move(v));
           }
           if (cand.config.host_sums.empty()) {
             std::vector<bool> sums = HostSumsFor(model, cand.config);
@@ -450,6 +452,22 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
       }
+    }
+  }
+  // Prefetch or swap in late, per pack, where the best candidate swaps some
+  // weights in late: chosen on it, the result competing as any candidate.
+  if (have && AnyLate(best.graph.config)) {
+    if (o.progress) {
+      o.progress(absl::StrCat("choosing prefetch or late weights per pack (", best.candidates,
+                              " simulated)"));
+    }
+    int simulated = 0;
+    std::optional<Candidate> prefetched = ChoosePrefetchedPacks(
+        model, best.graph.config, best.sim.iteration_s, threads, &simulated);
+    best.candidates += simulated;
+    if (prefetched) {
+      --best.candidates;  // consider() counts it again.
+      HARMONY_RETURN_IF_ERROR(consider(*prefetched));
     }
   }
   // Keep or recompute, per pack: chosen on the best candidate, which wins

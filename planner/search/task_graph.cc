@@ -137,12 +137,12 @@ class Builder {
                                       t.vlayers, -1, d, t.id, bytes});
             continue;
           }
-          if (c_.prefetch) {
+          if (c_.Prefetches(t.kind, t.pack)) {
             prev.transfers.push_back({TransferKind::kPrefetchWeights, Channel::kHost,
                                       t.vlayers, -1, -1, t.id, bytes});
           }
         }
-        const int during = i > 0 && c_.prefetch ? list[i - 1] : -1;
+        const int during = i > 0 && c_.Prefetches(t.kind, t.pack) ? list[i - 1] : -1;
         if (c_.peer_weights && c_.mode == Mode::kVdp && d > 0) {
           // Parameters from device 0's task at the same place in its list
           // (the same pack and kind), buffers from the host.

@@ -420,6 +420,37 @@ TEST(TaskGraphTest, HostSummedPacksSendGradientsAfterEachMicrobatch) {
             std::string::npos);
 }
 
+// Late weights (Config::late_forward / late_backward): a late pack's task
+// swaps its weights in when it starts, the others are prefetched by the
+// task before; lists of the wrong size, or late packs in a single-buffered
+// config, are refused.
+TEST(TaskGraphTest, LateWeightsSwapInAtTheTaskStart) {
+  auto m = Model(12);
+  Config c = HandWorkedVpp();
+  c.late_backward = {false, false, true};  // The fused pack, t2.
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  const auto& t = g->tasks;
+  // t0 prefetched t2's weights before; now t2 swaps them in itself.
+  EXPECT_TRUE(Of(t[0], TransferKind::kPrefetchWeights).empty());
+  EXPECT_EQ(PeerOf(t[2], TransferKind::kWeightsIn), -1);
+  // t6 (backward 0-3 on device 0) is still prefetched, by t2.
+  EXPECT_EQ(PeerOf(t[2], TransferKind::kPrefetchWeights), 6);
+  EXPECT_EQ(PeerOf(t[6], TransferKind::kWeightsIn), 2);
+
+  Config wrong = c;
+  wrong.late_forward = {true};
+  EXPECT_NE(BuildTaskGraph(*m, wrong).status().message().find(
+                "late weights are given for 1 forward packs; there are 2"),
+            std::string::npos)
+      << BuildTaskGraph(*m, wrong).status();
+  wrong = c;
+  wrong.prefetch = false;
+  EXPECT_NE(BuildTaskGraph(*m, wrong).status().message().find("single-buffered"),
+            std::string::npos);
+}
+
 TEST(TaskGraphTest, ValidatorCatchesBrokenGraphs) {
   auto m = Model(12);
   TaskGraph good = *BuildTaskGraph(*m, HandWorkedVpp());

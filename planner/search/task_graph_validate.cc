@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,18 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
                                     ") keeps its activations but no forward pack holds all its "
                                     "vLayers"));
       }
+    }
+  }
+  for (const auto& [late, packs, kind] :
+       {std::make_tuple(&c.late_forward, &c.forward_packs, "forward"),
+        std::make_tuple(&c.late_backward, &c.backward_packs, "backward")}) {
+    if (late->empty()) continue;
+    if (late->size() != packs->size()) {
+      return Invalid(absl::StrCat("late weights are given for ", late->size(), " ", kind,
+                                  " packs; there are ", packs->size()));
+    }
+    if (!c.prefetch && std::find(late->begin(), late->end(), true) != late->end()) {
+      return Invalid("late weights are given for a single-buffered plan (nothing is prefetched)");
     }
   }
   if (c.mode == Mode::kVdp && c.minibatch < c.num_devices) {
