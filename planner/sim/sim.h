@@ -58,6 +58,13 @@ struct Hold {
   bool from_end = false;
   // And not before these ops have ended (copies other devices take of it).
   std::vector<int> until_also;
+  // With or_from_op: not before this op has ended either (a prefetch waits
+  // for what the task two before it copies out).
+  int or_from_after_op = -1;
+  // Allocated no earlier than hold `after_hold` is freed: bytes that take
+  // the place of that hold's (a prefetch's buffer in the room of gradients
+  // going out, never on the device together in the runtime).
+  int after_hold = -1;
 };
 
 class Sim {
@@ -102,6 +109,7 @@ class Sim {
     ops_.push_back(std::move(op));
     const int id = static_cast<int>(ops_.size()) - 1;
     if (device >= 0 && !first_op_on_.count(device)) first_op_on_[device] = id;
+    if (stream == kSwapOut && building_ >= 0) last_out_[building_] = id;
     const size_t q = Queue(device, stream);
     if (queues_.size() <= q) queues_.resize(q + 1);
     queues_[q].push_back(id);
@@ -219,6 +227,9 @@ class Sim {
   std::map<int, std::vector<int>> weights_holder_;  // Task -> its weights' holds.
   std::map<int, std::vector<int>> peer_copies_;     // Task -> copies of its weights.
   std::map<int, int> first_op_on_;     // Device -> its first op.
+  int building_ = -1;                  // The task Build() is adding ops for.
+  std::vector<int> last_out_;          // Task -> its last copy out (-1: none).
+  std::vector<int> grads_hold_;        // Task -> its gradients' hold (-1: none).
 };
 
 }  // namespace harmony::planner::sim_internal

@@ -16,6 +16,8 @@ void Sim::Build() {
   first_input_.assign(n, -1);
   weight_op_.assign(n, -1);
   end_ops_.assign(n, {});
+  last_out_.assign(n, -1);
+  grads_hold_.assign(n, -1);
   std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
   std::map<int, int> kept_for;                     // Task -> who kept its weights.
   for (const Task& t : g_.tasks) {
@@ -49,6 +51,7 @@ void Sim::Build() {
   }
   for (const Task& t : g_.tasks) {
     const int d = t.device;
+    building_ = t.id;
     const std::string label = Name([&] {
       return absl::StrCat(TaskKindName(t.kind), " ", t.vlayers.begin, "-", t.vlayers.end - 1);
     });
@@ -94,10 +97,22 @@ void Sim::Build() {
       }
       return deps;
     };
+    // A prefetch also waits for what the task two before copies out (the
+    // runtime's LoadWeights): its buffer takes the room of that task's
+    // gradients, counted as the larger of the two.
+    bool prefetched = false;
+    for (const Transfer* w : Find(t, TransferKind::kWeightsIn, -1)) {
+      prefetched = prefetched || w->peer_task >= 0;
+    }
+    const int before_last = position >= 2 && prefetched ? device_tasks_[d][position - 2] : -1;
+    uint64_t room = before_last >= 0 && grads_hold_[before_last] >= 0
+                        ? holds_[grads_hold_[before_last]].bytes
+                        : 0;
     for (const Transfer* w : Find(t, TransferKind::kWeightsIn, -1)) {
       std::vector<int> deps;
       if (w->peer_task >= 0 && position >= 2) {
         deps = slot_deps(device_tasks_[d][position - 2]);
+        if (last_out_[before_last] >= 0) deps.push_back(last_out_[before_last]);
       } else if (w->peer_task < 0 && position >= 1) {
         // Not prefetched: after the previous task.
         deps = slot_deps(device_tasks_[d][position - 1]);
@@ -117,8 +132,18 @@ void Sim::Build() {
       }
       weight_op_[t.id] = op;
       const int during = w->peer_task >= 0 ? first_compute_[w->peer_task] : -1;
-      holds_.push_back({d, w->bytes, op, -(t.id + 1), during});
+      const uint64_t in_room = w->peer_task >= 0 ? std::min(room, w->bytes) : 0;
+      room -= in_room;
+      Hold h{d, w->bytes - in_room, op, -(t.id + 1), during};
+      h.or_from_after_op = before_last >= 0 ? last_out_[before_last] : -1;
+      holds_.push_back(h);
       weights_holder_[t.id].push_back(static_cast<int>(holds_.size()) - 1);
+      if (in_room > 0) {
+        Hold r{d, in_room, op, -(t.id + 1)};
+        r.after_hold = grads_hold_[before_last];
+        holds_.push_back(r);
+        weights_holder_[t.id].push_back(static_cast<int>(holds_.size()) - 1);
+      }
     }
     if (weight_op_[t.id] < 0 && kept_for.count(t.id)) {
       // Kept resident by the previous task on the device: extend its hold.
@@ -387,6 +412,7 @@ void Sim::Build() {
     } else {
       holds_.push_back({d, grads, first_compute_[t.id], grads_free, -1, position});
     }
+    grads_hold_[t.id] = static_cast<int>(holds_.size()) - 1;
   }
   if (clip_ == ClipSim::kHold || clip_ == ClipSim::kSpeculateFires) {
     // Every backward's gradients on the host: the norm is known.

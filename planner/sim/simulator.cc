@@ -90,7 +90,12 @@ absl::Status Sim::Schedule() {
 // When a hold's bytes are allocated and freed.
 std::pair<double, double> Sim::Span(const Hold& h) const {
   double from = h.from_end ? ops_[h.from_op].end : ops_[h.from_op].start;
-  if (h.or_from_op >= 0) from = std::min(from, ops_[h.or_from_op].start);
+  if (h.or_from_op >= 0) {
+    double early = ops_[h.or_from_op].start;
+    if (h.or_from_after_op >= 0) early = std::max(early, ops_[h.or_from_after_op].end);
+    from = std::min(from, early);
+  }
+  if (h.after_hold >= 0) from = std::max(from, Span(holds_[h.after_hold]).second);
   double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
   for (int op : h.until_also) until = std::max(until, ops_[op].end);
   if (h.at_least_past_position >= 0) {

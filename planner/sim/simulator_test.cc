@@ -98,6 +98,32 @@ TEST(SimulatorTest, GradientsLeaveWhileTheNextPackComputes) {
   EXPECT_GE(r->device_peak[0], static_cast<uint64_t>(3 * kMiB));
 }
 
+// A prefetch waits for what the task two before it sends out, and takes
+// the room of that task's gradients: one device, one-vLayer packs (1 MiB of
+// weights, 1 MiB of gradients each). Backward 1-1's weights come during
+// backward 2-2 once backward 3-3's gradients have left, so the device never
+// holds both: backward 2-2's weights and gradients and one more MiB, not
+// two.
+TEST(SimulatorTest, APrefetchTakesTheRoomOfGradientsGoingOut) {
+  auto m = Model(4);
+  Config c;
+  c.num_devices = 1;
+  c.device_memory = 1 << 30;
+  c.minibatch = 2;
+  c.forward_packs = {{0, 1}, {1, 2}, {2, 3}};
+  c.backward_packs = {{0, 1}, {1, 2}, {2, 3}, {3, 4}};
+  auto g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto r = Simulate(*m, *g, /*keep_events=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const TraceEvent& out = Event(*r, "gradients out backward 3-3");
+  const TraceEvent& in = Event(*r, "weights in backward 1-1");
+  EXPECT_GE(in.start_s, out.end_s - 1e-12);
+  EXPECT_LT(in.start_s, Event(*r, "backward 2-2 #1").end_s);  // Still a prefetch.
+  EXPECT_GE(r->device_peak[0], static_cast<uint64_t>(3 * kMiB));
+  EXPECT_LT(r->device_peak[0], static_cast<uint64_t>(3.5 * kMiB));
+}
+
 // Summed on the host (Config::host_sums), a pack's backward holds only one
 // microbatch's fresh gradients: an embedding-like profile (a fresh dense
 // gradient beside the accumulated one) peaks one pack's gradients lower,
