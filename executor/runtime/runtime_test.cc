@@ -277,8 +277,11 @@ TEST(RuntimeTest, SingleBufferedAndLatePlansTrainTheSame) {
       }
     }
     EXPECT_EQ(prefetches, expected);
-    if (single) EXPECT_EQ(prefetches, 0);
-    if (!single) EXPECT_GT(prefetches, 0);
+    if (single) {
+      EXPECT_EQ(prefetches, 0);
+    } else {
+      EXPECT_GT(prefetches, 0);
+    }
     SCOPED_TRACE(absl::StrCat(planner::ModeName(mode), single ? " single-buffered" : " late"));
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("sgd")));
     ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
