@@ -203,11 +203,12 @@ struct Runtime::Impl {
   // parameters from the device it copies them from (buffers from the host).
   // First waits until the weights of this device's tasks up to position
   // `room_of` in its list, whose room they take, have been copied by every
-  // device that copies them; a prefetch (`prefetch`) also until what the
-  // task at `room_of` copies out (gradients) has left the device, so its
-  // buffer and those gradients are never on the device together (the
+  // device that copies them; a prefetch also until what task
+  // `after_copies_of` (-1: none) copies out (gradients) has left the device,
+  // so its buffer and those gradients are never on the device together (the
   // simulator counts the larger of the two there).
-  WeightsResult LoadWeights(int d, int id, int room_of, bool prefetch, const std::string& label);
+  WeightsResult LoadWeights(int d, int id, int room_of, int after_copies_of,
+                            const std::string& label);
 
   // Buffers of the vLayers in `w` that update them, back to the host.
   uint64_t StoreBuffers(const DeviceWeights& w);
@@ -379,7 +380,7 @@ struct Runtime::Impl {
   absl::Status GradientsOutAfter(const Task& t, int d, DeviceWeights& w, int mb);
 
   // Starts swapping weights in on device `d`'s weights stream.
-  std::future<WeightsResult> PostWeights(int d, int id, int room_of, bool prefetch,
+  std::future<WeightsResult> PostWeights(int d, int id, int room_of, int after_copies_of,
                                          std::string label);
 
   // Device `d`'s compute thread: its tasks in order. A task starts once the

@@ -418,7 +418,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       prefetched.erase(it);
     } else {
       // In the room of the previous task's, which has finished.
-      r = PostWeights(d, id, static_cast<int>(position) - 1, false, label).get();
+      r = PostWeights(d, id, static_cast<int>(position) - 1, -1, label).get();
     }
     kept.reset();
     if (!r.ok()) {
@@ -434,8 +434,9 @@ absl::Status Runtime::Impl::RunDevice(int d) {
         if (x.kind != TransferKind::kPrefetchWeights) continue;
         const Task& next = graph.tasks[x.peer_task];
         // In the room of the task before this one, which has finished.
-        prefetched[next.id] = PostWeights(d, next.id, static_cast<int>(position) - 1, true,
-                                          absl::StrCat("task ", next.id));
+        prefetched[next.id] =
+            PostWeights(d, next.id, static_cast<int>(position) - 1,
+                        position >= 1 ? list[position - 1] : -1, absl::StrCat("task ", next.id));
       }
     };
     // Exceptions stop here: a plan that does not fit the model (a value

@@ -34,18 +34,16 @@ namespace harmony::executor {
 using common::CallTorch;
 
 Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_of,
-                                                        bool prefetch, const std::string& label) {
+                                                        int after_copies_of,
+                                                        const std::string& label) {
   const PackRange range = graph.tasks[id].vlayers;
-  if (prefetch && room_of >= 0) {
-    const std::vector<int> list = graph.DeviceTasks(d);
-    if (room_of < static_cast<int>(list.size())) {
-      const double wait_start = Now();
-      HARMONY_RETURN_IF_ERROR(completion.WaitDone({list[room_of]}));
-      if (Now() - wait_start > 1e-4) {
-        Trace(d, TraceStream::kWeightsIn,
-              absl::StrCat("room for ", label, ": copies out of task ", list[room_of]),
-              wait_start);
-      }
+  if (after_copies_of >= 0) {
+    const double wait_start = Now();
+    HARMONY_RETURN_IF_ERROR(completion.WaitDone({after_copies_of}));
+    if (Now() - wait_start > 1e-4) {
+      Trace(d, TraceStream::kWeightsIn,
+            absl::StrCat("room for ", label, ": copies out of task ", after_copies_of),
+            wait_start);
     }
   }
   {
@@ -264,12 +262,13 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
 }
 
 std::future<Runtime::Impl::WeightsResult> Runtime::Impl::PostWeights(int d, int id, int room_of,
-                                                                     bool prefetch,
+                                                                     int after_copies_of,
                                                                      std::string label) {
   auto promise = std::make_shared<std::promise<WeightsResult>>();
   std::future<WeightsResult> result = promise->get_future();
-  devices[d]->weights().Post([this, d, id, room_of, prefetch, label = std::move(label), promise] {
-    promise->set_value(LoadWeights(d, id, room_of, prefetch, label));
+  devices[d]->weights().Post([this, d, id, room_of, after_copies_of, label = std::move(label),
+                              promise] {
+    promise->set_value(LoadWeights(d, id, room_of, after_copies_of, label));
   });
   return result;
 }
