@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/files.h"
+#include "common/plan_file.h"
 #include "common/units.h"
 #include "planner/plan/make_plan.h"
 #include "planner/profile/profiler.h"
@@ -158,8 +159,13 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           ProfileOn(model->model_path, model->data, n, max_minibatch);
       if (!p.ok()) return p.status();
       profiles[n] = *std::move(p);
-      Log(absl::StrFormat("schedules: profiled %s on %d devices in %.1f s", spec.name, n,
-                          watch.seconds()));
+      // Kept beside the model, so that a plan can be searched again or
+      // simulated by hand (harmony-plan --profile) after the bench.
+      const std::string profile_path =
+          absl::StrCat(o.work_dir, "/", spec.name, "_", n, "dev.profile.json");
+      if (absl::Status w = planner::WriteProfileFile(profile_path, profiles[n]); !w.ok()) return w;
+      Log(absl::StrFormat("schedules: profiled %s on %d devices in %.1f s (%s)", spec.name, n,
+                          watch.seconds(), profile_path));
     }
     const proto::ProfileFile& any = profiles.begin()->second;
     // The device memory. Quick: the smallest of 2P, 3P, 4.5P, ... (P: the
@@ -303,6 +309,12 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                                   absl::StrCat(label, ": ", run.status().message()));
             }
             const proto::Plan& plan = made.plan;
+            // Each plan run, for harmony-plan inspect / simulate and
+            // harmony-exec run by hand after the bench.
+            const std::string plan_path =
+                absl::StrFormat("%s/%s_%ddev_%d_%s%s.pb", o.work_dir, spec.name, n, d,
+                                planner::ScheduleName(s), link > 0 ? "_emulated" : "");
+            if (absl::Status w = common::WritePlanFile(plan_path, plan); !w.ok()) return w;
             const std::string reference_key = ReferenceKey(plan);
             if (!references.count(reference_key)) {
               absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
