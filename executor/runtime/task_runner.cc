@@ -380,6 +380,8 @@ absl::Status Runtime::Impl::RunDevice(int d) {
   std::vector<int> list = graph.DeviceTasks(d);
   std::shared_ptr<DeviceWeights> kept;  // KEEP_RESIDENT from the previous task.
   std::map<int, std::future<WeightsResult>> prefetched;
+  // The next task's host inputs, when this task started them early.
+  std::unique_ptr<TaskInputs> next_inputs;
   absl::Status status;
   for (size_t position = 0; position < list.size(); ++position) {
     const int id = list[position];
@@ -404,9 +406,11 @@ absl::Status Runtime::Impl::RunDevice(int d) {
     const std::string label = absl::StrCat("task ", id, " (", plan::TaskKindName(t.kind),
                                            " of vLayers ", t.vlayers.begin, "-",
                                            t.vlayers.end - 1, ")");
-    // Inputs from the host: copied in from now on, while the weights come,
-    // a few microbatches ahead of the compute.
-    TaskInputs inputs(*this, t, d);
+    // Inputs from the host: copied in from now on (or from the end of the
+    // previous task's compute), while the weights come, a few microbatches
+    // ahead of the compute.
+    std::unique_ptr<TaskInputs> inputs =
+        next_inputs ? std::move(next_inputs) : std::make_unique<TaskInputs>(*this, t, d);
     // Weights: kept, prefetched, or swapped in now.
     std::shared_ptr<DeviceWeights> w;
     const double wait_start = Now();
@@ -442,9 +446,26 @@ absl::Status Runtime::Impl::RunDevice(int d) {
     // Exceptions stop here: a plan that does not fit the model (a value
     // a vLayer needs and nobody sent) must not take the process down.
     try {
-      status = t.kind == TaskKind::kForward ? Forward(t, d, *w, inputs, prefetch)
-                                            : Backward(t, d, *w, inputs, prefetch);
-      if (status.ok() && t.kind == TaskKind::kBackward) status = FinishBackward(t, d, *w);
+      status = t.kind == TaskKind::kForward ? Forward(t, d, *w, *inputs, prefetch)
+                                            : Backward(t, d, *w, *inputs, prefetch);
+      if (status.ok() && t.kind == TaskKind::kBackward) {
+        // The next task's host inputs copy in from now, while this task's
+        // gradients are reduced (a wait for the other devices) and sent out:
+        // the plan holds their bytes beside this task's from here. First,
+        // the next task's own rule: what this device's previous task copies
+        // out has left.
+        if (position + 1 < list.size()) {
+          if (position >= 1) {
+            const double copy_wait = Now();
+            status = completion.WaitDone({list[position - 1]});
+            IterationCounters::AddSeconds(counters.wait_ns, Now() - copy_wait);
+          }
+          if (status.ok()) {
+            next_inputs = std::make_unique<TaskInputs>(*this, graph.tasks[list[position + 1]], d);
+          }
+        }
+        if (status.ok()) status = FinishBackward(t, d, *w);
+      }
     } catch (const std::exception& e) {
       status = absl::InternalError(absl::StrCat(label, ": ", e.what()));
     }

@@ -230,6 +230,7 @@ class Sim {
   int building_ = -1;                  // The task Build() is adding ops for.
   std::vector<int> last_out_;          // Task -> its last copy out (-1: none).
   std::vector<int> grads_hold_;        // Task -> its gradients' hold (-1: none).
+  std::vector<int> reduce_op_;         // Task -> its vDP gradient reduce (-1: none).
 };
 
 }  // namespace harmony::planner::sim_internal

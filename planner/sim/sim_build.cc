@@ -18,6 +18,7 @@ void Sim::Build() {
   end_ops_.assign(n, {});
   last_out_.assign(n, -1);
   grads_hold_.assign(n, -1);
+  reduce_op_.assign(n, -1);
   std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
   std::map<int, int> kept_for;                     // Task -> who kept its weights.
   for (const Task& t : g_.tasks) {
@@ -159,12 +160,21 @@ void Sim::Build() {
     // Only the task's first op on each stream waits for them: the stream
     // runs the rest after it (a task ends with an op per microbatch, so
     // listing them on every op made the graph quadratic).
+    // Host inputs copy in once the previous task has computed, while its
+    // gradients are reduced (the runtime starts them before the reduce's
+    // wait for the other devices; their bytes are held from then).
+    std::vector<int> inputs_after = after_all;
+    if (position >= 1) {
+      const int reduce = reduce_op_[device_tasks_[d][position - 1]];
+      inputs_after.erase(std::remove(inputs_after.begin(), inputs_after.end(), reduce),
+                         inputs_after.end());
+    }
     const std::vector<int> none;
     bool swap_in_waited = false, compute_waited = false;
     auto after_for = [&](bool& waited) -> const std::vector<int>& {
       if (waited) return none;
       waited = true;
-      return after_all;
+      return &waited == &swap_in_waited ? inputs_after : after_all;
     };
     int last_compute = -1;
     // A pack summed on the host sends its gradients out after each
@@ -394,6 +404,7 @@ void Sim::Build() {
       holds_.push_back({d, largest, reduce, reduce});
       grads_free = reduce;
       end_ops_[t.id].push_back(reduce);
+      reduce_op_[t.id] = reduce;
     }
     for (const Transfer* x : Find(t, TransferKind::kGradientsOut, -1)) {
       std::vector<int> deps = {last_compute};

@@ -352,6 +352,39 @@ TEST(SimulatorTest, VdpReductionWaitsForEveryDevice) {
   EXPECT_EQ(reductions, 2);
 }
 
+// vDP: a device whose share is done first waits in the reduce for the
+// others, and copies its next task's host inputs (the stash) in meanwhile,
+// as the runtime does; they are held from then.
+TEST(SimulatorTest, VdpInputsCopyInWhileTheReduceWaits) {
+  auto m = Model(4);
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 3;  // Device 0 gets 2 samples, device 1 one: device 1 waits.
+  c.forward_microbatch = 1;
+  c.backward_microbatch = 1;
+  c.forward_packs = {{0, 2}, {2, 3}};
+  c.backward_packs = {{0, 2}, {2, 3}, {3, 4}};
+  auto r = Simulate(*m, *BuildTaskGraph(*m, c), true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto on_device_1 = [&](const std::string& name) {
+    for (const TraceEvent& e : r->events) {
+      if (e.device == 1 && e.name == name) return e;
+    }
+    ADD_FAILURE() << "no event " << name << " on device 1";
+    return TraceEvent{};
+  };
+  const TraceEvent computed = on_device_1("backward 3-3 #0");
+  const TraceEvent reduce = on_device_1("reduce backward 3-3");
+  const TraceEvent stash = on_device_1("stash in backward 2-2 #0");
+  EXPECT_GT(reduce.start_s, computed.end_s + 1e-6);  // Device 1 waits for device 0.
+  EXPECT_LT(stash.start_s, reduce.start_s);
+  EXPECT_GE(stash.start_s, computed.end_s - 1e-12);
+  EXPECT_LT(stash.end_s, reduce.end_s);
+  EXPECT_GE(on_device_1("backward 2-2 #0").start_s, reduce.end_s - 1e-12);
+}
+
 // vDP peer weights: device 1 copies each pack's parameters from device 0
 // once device 0 has swapped them in, at the peer bandwidth and off the host
 // link; device 0 swaps nothing into their room until the copy is done, and
