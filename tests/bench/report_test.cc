@@ -146,6 +146,40 @@ TEST(ReportTest, EmulatedOnlyResultsStillShowBytes) {
       << *md;
 }
 
+// The large minibatch run again in one pass (results.json
+// "harmony_one_pass"): its own row in the bounds table, and its weight and
+// gradient ratio against on-demand in the headline.
+TEST(ReportTest, OnePassRowBesideTheSearchsWaves) {
+  json config = MadeConfig("gpt", 26, 256, 30);
+  config["bound_s"] = 0.5;
+  json harmony = MadeRun("harmony", true, 1000, 8, 0.1);
+  harmony["plan_bound_s"] = 0.8;
+  harmony["waves"] = 4;
+  harmony["activations"] = {"recompute"};
+  json one_pass = MadeRun("harmony", true, 1200, 8, -0.05);
+  one_pass["swap_bytes"]["weights_in"] = 100;  // On-demand's: 2500.
+  one_pass["iteration_s"]["median"] = 0.25;
+  one_pass["plan_bound_s"] = 0.2;
+  one_pass["one_pass"] = true;
+  one_pass["activations"] = {"recompute"};
+  config["runs"] = {harmony, MadeRun("ondemand", true, 5000, 2, 0.0)};
+  config["harmony_one_pass"] = one_pass;
+  json results = MadeResults(config, json::array());
+  const std::string headline = Headline(results);
+  EXPECT_NE(headline.find("in one pass 25.0x (samples/s 4.00x on-demand's)"), std::string::npos)
+      << headline;
+  char dir[] = "/tmp/report_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_TRUE(WriteReport(results, dir).ok());
+  auto md = common::ReadFileToString(std::string(dir) + "/REPORT.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find(", in one pass | 250.0 ms | 500.0 ms (0.50x) | 200.0 ms (1.25x) | -5% | "
+                     "0 of 1 keep | 25.0x |"),
+            std::string::npos)
+      << *md;
+  EXPECT_NE(md->find("| +10% | 0 of 1 keep, 4 waves | 5.0x |"), std::string::npos) << *md;
+}
+
 // The denormal section: both policies in one table, and the policy the
 // run computed under in the machine line.
 TEST(ReportTest, DenormalsBothWays) {
