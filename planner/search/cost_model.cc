@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -17,6 +18,22 @@ uint64_t LerpBytes(uint64_t a, uint64_t b, double t) {
 }
 
 uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+// A vLayer's median over its microbatch sizes of (time beside the other
+// devices ÷ time alone), forward or backward; 1 where none was measured
+// (a profile from before, or one device). The lower median of an even count.
+double BusySlowdown(const proto::VLayerProfile& v, bool backward) {
+  std::vector<double> ratios;
+  for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
+    const double alone = backward ? r.backward_time_s() : r.forward_time_s();
+    const double busy = backward ? r.backward_time_busy_s() : r.forward_time_busy_s();
+    if (alone > 0 && busy > 0) ratios.push_back(busy / alone);
+  }
+  if (ratios.empty()) return 1;
+  const auto mid = ratios.begin() + (ratios.size() - 1) / 2;
+  std::nth_element(ratios.begin(), mid, ratios.end());
+  return *mid;
+}
 
 }  // namespace
 
@@ -94,6 +111,16 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
     m->sizes_.push_back(s);
     std::vector<Row> rows;
     int last = 0;
+    // Devices that share the host's cores compute beside each other: each
+    // vLayer's times alone, slowed by its median over the microbatch sizes
+    // of (time beside the others ÷ time alone). Each size's two timings
+    // take a second or so; a VM's speed swinging during one of them put
+    // that size 10-28% off the rest on the 2-core bench VM (one size per
+    // profile, a different one each time), which swung the search's
+    // microbatch choice; the slowdown itself does not follow the size.
+    const bool busy = p.num_devices() > 1;
+    const double slow_f = busy ? BusySlowdown(v, /*backward=*/false) : 1;
+    const double slow_b = busy ? BusySlowdown(v, /*backward=*/true) : 1;
     for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
       if (static_cast<int>(r.size()) <= last) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -103,12 +130,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       last = static_cast<int>(r.size());
       Row row;
       row.size = last;
-      // Devices that share the host's cores compute beside each other.
-      const bool busy = p.num_devices() > 1;
-      row.cost.forward_s = busy && r.forward_time_busy_s() > 0 ? r.forward_time_busy_s()
-                                                                : r.forward_time_s();
-      row.cost.backward_s = busy && r.backward_time_busy_s() > 0 ? r.backward_time_busy_s()
-                                                                  : r.backward_time_s();
+      row.cost.forward_s = r.forward_time_s() * slow_f;
+      row.cost.backward_s = r.backward_time_s() * slow_b;
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.backward_first_peak = r.backward_first_peak_bytes();

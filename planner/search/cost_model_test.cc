@@ -28,6 +28,31 @@ TEST(CostModelTest, InterpolatesBetweenProfiledSizes) {
   EXPECT_FALSE(big.backward_fits);
 }
 
+// On several devices the planner's times are each vLayer's alone, slowed
+// by its median over the sizes of (beside the others ÷ alone): a size whose
+// timing beside the others caught the machine slow does not stand apart.
+TEST(CostModelTest, BusyTimesAreTheMedianSlowdownOfEachVLayer) {
+  FakeProfileOptions o;
+  o.max_microbatch = 8;  // Sizes 1, 2, 4 and 8.
+  proto::ProfileFile p = MakeFakeProfile(o);
+  p.mutable_profile()->set_num_devices(2);
+  for (proto::VLayerProfile& v : *p.mutable_profile()->mutable_vlayers()) {
+    for (proto::MicrobatchProfile& r : *v.mutable_by_microbatch()) {
+      const double slow = r.size() == 4 ? 1.3 : r.size() == 8 ? 1.12 : 1.1;
+      r.set_forward_time_busy_s(r.forward_time_s() * slow);
+      r.set_backward_time_busy_s(r.backward_time_s() * (r.size() == 2 ? 0.9 : 1.05));
+    }
+  }
+  auto m = *CostModel::Create(p);
+  const LayerCost c4 = m->Cost(1, 4);
+  EXPECT_DOUBLE_EQ(c4.forward_s, 4e-3 * 1.1);  // Not 1.3: the median of 1.1, 1.1, 1.3, 1.12.
+  EXPECT_DOUBLE_EQ(c4.backward_s, 8e-3 * 1.05);
+  EXPECT_DOUBLE_EQ(m->Cost(1, 2).backward_s, 4e-3 * 1.05);
+  // One device: the times alone.
+  p.mutable_profile()->set_num_devices(1);
+  EXPECT_DOUBLE_EQ((*CostModel::Create(p))->Cost(1, 4).forward_s, 4e-3);
+}
+
 TEST(CostModelTest, PackSums) {
   FakeProfileOptions o;
   auto m = *CostModel::Create(MakeFakeProfile(o));
