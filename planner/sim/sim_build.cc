@@ -157,9 +157,6 @@ void Sim::Build() {
     // Tasks on a device run one after another, as the runtime runs them.
     const std::vector<int> after_all =
         position >= 1 ? end_ops_[device_tasks_[d][position - 1]] : std::vector<int>{};
-    // Only the task's first op on each stream waits for them: the stream
-    // runs the rest after it (a task ends with an op per microbatch, so
-    // listing them on every op made the graph quadratic).
     // Host inputs copy in once the previous task has computed, while its
     // gradients are reduced (the runtime starts them before the reduce's
     // wait for the other devices; their bytes are held from then).
@@ -169,6 +166,9 @@ void Sim::Build() {
       inputs_after.erase(std::remove(inputs_after.begin(), inputs_after.end(), reduce),
                          inputs_after.end());
     }
+    // Only the task's first op on each stream waits for them: the stream
+    // runs the rest after it (a task ends with an op per microbatch, so
+    // listing them on every op made the graph quadratic).
     const std::vector<int> none;
     bool swap_in_waited = false, compute_waited = false;
     auto after_for = [&](bool& waited) -> const std::vector<int>& {
