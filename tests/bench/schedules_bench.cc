@@ -232,6 +232,27 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             profiles[n].profile().bandwidths().sleep_overshoot_s();
         nlohmann::json runs = nlohmann::json::array();
         const common::TrainingData data = RepeatData(model->data, d);
+        // A run's losses against the plain loop's over the same microbatches
+        // (one reference per split of the minibatch), as the check `label`.
+        auto check_reference = [&](const proto::Plan& plan, const RunResult& run,
+                                   const std::string& label) -> absl::Status {
+          const std::string key = ReferenceKey(plan);
+          if (!references.count(key)) {
+            absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
+                plan, model->model_path, data, static_cast<int>(run.losses.size()));
+            if (!ref.ok()) return ref.status();
+            references[key] = *std::move(ref);
+          }
+          double worst = 0;
+          for (size_t i = 0; i < run.losses.size(); ++i) {
+            worst = std::max(worst, RelativeDifference(run.losses[i], references[key][i]));
+          }
+          checks.push_back(Check(absl::StrCat(label, ": losses equal the plain loop's"),
+                                 worst <= kReferenceTolerance,
+                                 absl::StrFormat("largest relative difference %.2e (limit %.0e)",
+                                                 worst, kReferenceTolerance)));
+          return absl::OkStatus();
+        };
         for (double link : {0.0, emulated_link}) {
           // The emulated link is slow (a GPU server's balance on a CPU's
           // compute rate): quick runs emulate the smaller minibatches only.
@@ -315,21 +336,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                 absl::StrFormat("%s/%s_%ddev_%d_%s%s.pb", o.work_dir, spec.name, n, d,
                                 planner::ScheduleName(s), link > 0 ? "_emulated" : "");
             if (absl::Status w = common::WritePlanFile(plan_path, plan); !w.ok()) return w;
-            const std::string reference_key = ReferenceKey(plan);
-            if (!references.count(reference_key)) {
-              absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
-                  plan, model->model_path, data, static_cast<int>(run->losses.size()));
-              if (!ref.ok()) return ref.status();
-              references[reference_key] = *std::move(ref);
-            }
-            double worst = 0;
-            for (size_t i = 0; i < run->losses.size(); ++i) {
-              worst = std::max(worst, RelativeDifference(run->losses[i], references[reference_key][i]));
-            }
-            checks.push_back(Check(absl::StrCat(label, ": losses equal the plain loop's"),
-                                   worst <= kReferenceTolerance,
-                                   absl::StrFormat("largest relative difference %.2e (limit %.0e)",
-                                                   worst, kReferenceTolerance)));
+            if (absl::Status c = check_reference(plan, *run, label); !c.ok()) return c;
             if (!spec.batch_statistics) {
               if (s == Schedule::kHarmony) {
                 harmony_losses = run->losses;
@@ -413,23 +420,13 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                   TrainWithPlan(planned->plan, model->model_path, data, cap, link,
                                 std::min(o.runs, 2), std::min(o.warmups, 1));
               if (!run.ok()) return run.status();
-              const std::string key = ReferenceKey(planned->plan);
-              if (!references.count(key)) {
-                absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
-                    planned->plan, model->model_path, data, static_cast<int>(run->losses.size()));
-                if (!ref.ok()) return ref.status();
-                references[key] = *std::move(ref);
+              if (absl::Status c = check_reference(
+                      planned->plan, *run,
+                      absl::StrCat(spec.name, ", ", n, " devices, minibatch ", d,
+                                   ", harmony in one pass"));
+                  !c.ok()) {
+                return c;
               }
-              double worst = 0;
-              for (size_t i = 0; i < run->losses.size(); ++i) {
-                worst = std::max(worst, RelativeDifference(run->losses[i], references[key][i]));
-              }
-              checks.push_back(Check(
-                  absl::StrCat(spec.name, ", ", n, " devices, minibatch ", d,
-                               ", harmony in one pass: losses equal the plain loop's"),
-                  worst <= kReferenceTolerance,
-                  absl::StrFormat("largest relative difference %.2e (limit %.0e)", worst,
-                                  kReferenceTolerance)));
               nlohmann::json r = RunJson("harmony", link, *planned, *run);
               r["one_pass"] = true;
               std::vector<double> rates;
