@@ -44,7 +44,10 @@ double Rate(const json& run) { return run["samples_per_s"]["median"].get<double>
 
 std::string ConfigName(const json& c) {
   return absl::StrCat(c["model"].get<std::string>(), " N=", c["devices"].get<int>(),
-                      " D=", c["minibatch"].get<int>());
+                      " D=", c["minibatch"].get<int>(),
+                      c.value("smaller_devices", false)
+                          ? absl::StrCat(" on ", Bytes(c["device_memory"].get<double>()))
+                          : "");
 }
 
 const json& Configs(const json& results) {

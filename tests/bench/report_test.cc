@@ -180,6 +180,38 @@ TEST(ReportTest, OnePassRowBesideTheSearchsWaves) {
   EXPECT_NE(md->find("| +10% | 0 of 1 keep, 4 waves | 5.0x |"), std::string::npos) << *md;
 }
 
+// The large minibatch again on smaller devices (results.json
+// "smaller_devices"): its rows name their device memory, in the swap table
+// under the model's heading (which names the main configs') and wherever a
+// configuration is named.
+TEST(ReportTest, SmallerDevicesRowsNameTheirMemory) {
+  json main = MadeConfig("gpt", 26, 256, 30);
+  main["runs"] = {MadeRun("harmony", true, 1000, 8, 0.1), MadeRun("ondemand", true, 5000, 2, 0.0)};
+  json smaller = main;
+  smaller["device_memory"] = 3 << 18;  // 768 KiB.
+  smaller["smaller_devices"] = true;
+  smaller["runs"] = {MadeRun("harmony", true, 1000, 7, 0.1),
+                     MadeRun("ondemand", true, 9000, 1, 0.0)};
+  json results = MadeResults(main, json::array());
+  results["schedules"]["configs"].push_back(smaller);
+  char dir[] = "/tmp/report_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_TRUE(WriteReport(results, dir).ok());
+  auto md = common::ReadFileToString(std::string(dir) + "/REPORT.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("devices of 1.00 MiB)"), std::string::npos) << *md;  // The heading.
+  EXPECT_NE(md->find("| 2 | 256 | 1000 B (u=4)"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| 2 of 768.00 KiB | 256 | 1000 B (u=4) | 8.79 KiB (u=4)"),
+            std::string::npos)
+      << *md;
+  EXPECT_NE(md->find("| gpt N=2 D=256 on 768.00 KiB | **emulated** | 7.0"), std::string::npos)
+      << *md;
+  EXPECT_NE(md->find("| 7.00x |"), std::string::npos) << *md;  // 7 / 1 samples/s.
+  auto svg = common::ReadFileToString(std::string(dir) + "/swap_bytes_gpt.svg");
+  ASSERT_TRUE(svg.ok());
+  EXPECT_NE(svg->find("N=2 D=256 on 768.00 KiB"), std::string::npos);
+}
+
 // The denormal section: both policies in one table, and the policy the
 // run computed under in the machine line.
 TEST(ReportTest, DenormalsBothWays) {

@@ -213,253 +213,292 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
     }
     Log(absl::StrCat("schedules: ", spec.name, " on devices of ", common::FormatBytes(cap),
                      " (weights ", common::FormatBytes(WeightBytes(any)), ")"));
-    std::map<std::string, std::vector<double>> references;
+    // Each configuration's devices; at the large minibatch, again on smaller
+    // devices (three quarters: 3/16 of the weights at scale), the paper's
+    // regime of a model many times the devices, where on-demand swapping
+    // fits fewer samples per microbatch and swaps every weight again for each.
+    struct Setting {
+      int n, d;
+      uint64_t memory;
+      bool smaller;
+    };
+    std::vector<Setting> settings;
     for (int n : device_counts) {
       for (int d : minibatches) {
-        ShareCores(n);
-        nlohmann::json config;
-        config["model"] = spec.name;
-        config["threads_per_device"] = at::get_num_threads();
-        config["zoo"] = ZooJson(spec.zoo);
-        config["devices"] = n;
-        config["minibatch"] = d;
-        config["device_memory"] = cap;
-        config["weight_bytes"] = WeightBytes(profiles[n]);
-        config["gradient_bytes"] = GradientBytes(profiles[n]);
-        config["vlayers"] = profiles[n].profile().vlayers_size();
-        config["emulated_link_latency_s"] =
-            profiles[n].profile().bandwidths().transfer_latency_s() +
-            profiles[n].profile().bandwidths().sleep_overshoot_s();
-        nlohmann::json runs = nlohmann::json::array();
-        const common::TrainingData data = RepeatData(model->data, d);
-        // A run's losses against the plain loop's over the same microbatches
-        // (one reference per split of the minibatch), as the check `label`.
-        auto check_reference = [&](const proto::Plan& plan, const RunResult& run,
-                                   const std::string& label) -> absl::Status {
-          const std::string key = ReferenceKey(plan);
-          if (!references.count(key)) {
-            absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
-                plan, model->model_path, data, static_cast<int>(run.losses.size()));
-            if (!ref.ok()) return ref.status();
-            references[key] = *std::move(ref);
+        settings.push_back({n, d, cap, false});
+        if (!o.quick && d >= kLargeMinibatch) {
+          settings.push_back({n, d, RoundUp(cap * 3 / 4, 64 << 10), true});
+        }
+      }
+    }
+    std::map<std::string, std::vector<double>> references;
+    for (const Setting& setting : settings) {
+      const int n = setting.n;
+      const int d = setting.d;
+      const uint64_t memory = setting.memory;
+      ShareCores(n);
+      if (setting.smaller) {
+        // Smaller devices than every schedule was planned for above: only
+        // where Harmony plans its own schedule on them (its search falls
+        // back to a baseline's where that is all that fits).
+        absl::StatusOr<planner::MadePlan> h = PlanSchedule(
+            profiles[n], PlanOptions(n, memory, d, Schedule::kHarmony, emulated_link,
+                                     &profiles[n]));
+        if (!h.ok() || h->plan.config().schedule() != proto::HARMONY) {
+          Log(absl::StrCat("schedules: ", spec.name, " minibatch ", d, " on devices of ",
+                           common::FormatBytes(memory), ": not run (",
+                           h.ok() ? absl::string_view("only a baseline's schedule fits")
+                                  : h.status().message(),
+                           ")"));
+          continue;
+        }
+      }
+      nlohmann::json config;
+      config["model"] = spec.name;
+      config["threads_per_device"] = at::get_num_threads();
+      config["zoo"] = ZooJson(spec.zoo);
+      config["devices"] = n;
+      config["minibatch"] = d;
+      config["device_memory"] = memory;
+      if (setting.smaller) config["smaller_devices"] = true;
+      const std::string where =
+          setting.smaller ? absl::StrCat(" of ", common::FormatBytes(memory)) : "";
+      config["weight_bytes"] = WeightBytes(profiles[n]);
+      config["gradient_bytes"] = GradientBytes(profiles[n]);
+      config["vlayers"] = profiles[n].profile().vlayers_size();
+      config["emulated_link_latency_s"] =
+          profiles[n].profile().bandwidths().transfer_latency_s() +
+          profiles[n].profile().bandwidths().sleep_overshoot_s();
+      nlohmann::json runs = nlohmann::json::array();
+      const common::TrainingData data = RepeatData(model->data, d);
+      // A run's losses against the plain loop's over the same microbatches
+      // (one reference per split of the minibatch), as the check `label`.
+      auto check_reference = [&](const proto::Plan& plan, const RunResult& run,
+                                 const std::string& label) -> absl::Status {
+        const std::string key = ReferenceKey(plan);
+        if (!references.count(key)) {
+          absl::StatusOr<std::vector<double>> ref = ReferenceLosses(
+              plan, model->model_path, data, static_cast<int>(run.losses.size()));
+          if (!ref.ok()) return ref.status();
+          references[key] = *std::move(ref);
+        }
+        double worst = 0;
+        for (size_t i = 0; i < run.losses.size(); ++i) {
+          worst = std::max(worst, RelativeDifference(run.losses[i], references[key][i]));
+        }
+        checks.push_back(Check(absl::StrCat(label, ": losses equal the plain loop's"),
+                               worst <= kReferenceTolerance,
+                               absl::StrFormat("largest relative difference %.2e (limit %.0e)",
+                                               worst, kReferenceTolerance)));
+        return absl::OkStatus();
+      };
+      for (double link : {0.0, emulated_link}) {
+        // The emulated link is slow (a GPU server's balance on a CPU's
+        // compute rate): quick runs emulate the smaller minibatches only.
+        if (link > 0 && o.quick && d > kQuickEmulatedMinibatch) continue;
+        if (link == 0 && !o.quick) continue;
+        std::vector<double> harmony_losses;
+        for (Schedule s : kSchedules) {
+          const std::string key = absl::StrCat(n, "/", d, "/", planner::ScheduleName(s));
+          if (!o.quick && d >= kLargeMinibatch &&
+              (s == Schedule::kGpipe || s == Schedule::kDpSwap)) {
+            config["unplanned"][planner::ScheduleName(s)] =
+                "not run at the large minibatch (bench time)";
+            continue;
           }
-          double worst = 0;
-          for (size_t i = 0; i < run.losses.size(); ++i) {
-            worst = std::max(worst, RelativeDifference(run.losses[i], references[key][i]));
+          if (!setting.smaller && unplanned.count(key)) {
+            config["unplanned"][planner::ScheduleName(s)] = unplanned.at(key);
+            Log(absl::StrCat("schedules: ", spec.name, " ", planner::ScheduleName(s),
+                             " does not fit devices of ", common::FormatBytes(memory), ": ",
+                             unplanned.at(key)));
+            continue;
           }
-          checks.push_back(Check(absl::StrCat(label, ": losses equal the plain loop's"),
-                                 worst <= kReferenceTolerance,
-                                 absl::StrFormat("largest relative difference %.2e (limit %.0e)",
-                                                 worst, kReferenceTolerance)));
-          return absl::OkStatus();
-        };
-        for (double link : {0.0, emulated_link}) {
-          // The emulated link is slow (a GPU server's balance on a CPU's
-          // compute rate): quick runs emulate the smaller minibatches only.
-          if (link > 0 && o.quick && d > kQuickEmulatedMinibatch) continue;
-          if (link == 0 && !o.quick) continue;
-          std::vector<double> harmony_losses;
-          for (Schedule s : kSchedules) {
-            const std::string key = absl::StrCat(n, "/", d, "/", planner::ScheduleName(s));
-            if (!o.quick && d >= kLargeMinibatch &&
-                (s == Schedule::kGpipe || s == Schedule::kDpSwap)) {
-              config["unplanned"][planner::ScheduleName(s)] =
-                  "not run at the large minibatch (bench time)";
-              continue;
-            }
-            if (unplanned.count(key)) {
-              config["unplanned"][planner::ScheduleName(s)] = unplanned.at(key);
-              Log(absl::StrCat("schedules: ", spec.name, " ", planner::ScheduleName(s),
-                               " does not fit devices of ", common::FormatBytes(cap), ": ",
-                               unplanned.at(key)));
-              continue;
-            }
-            const std::string label = absl::StrFormat(
-                "%s, %d devices, minibatch %d, %s%s", spec.name, n, d, planner::ScheduleName(s),
-                link > 0 ? " (emulated link)" : "");
-            // The simulator's memory estimate can fall short of what the
-            // runtime allocates (an open planner issue): on an out-of-memory
-            // error, plan again leaving more of the device free, as a user
-            // would with --memory-reserve; the report shows the reserve used.
-            planner::MadePlan made;
-            absl::StatusOr<RunResult> run = absl::UnknownError("not run");
-            double reserve = 0.1;
-            bool fits = true;
-            for (;; reserve += 0.1) {
-              if (link == 0 && reserve < 0.15) {
-                made = plans[key];
-              } else {
-                planner::MakePlanOptions m = PlanOptions(n, cap, d, s, link, &profiles[n]);
-                m.memory_reserve = reserve;
-                absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
-                if (!planned.ok() && s != Schedule::kHarmony &&
-                    absl::IsResourceExhausted(planned.status())) {
-                  // Planned again (for the emulated link, or with more
-                  // reserved), a baseline's packs differ and may not fit.
-                  config["unplanned"][planner::ScheduleName(s)] = absl::StrFormat(
-                      "%s (planned for %s, %.0f%% reserved)", planned.status().message(),
-                      link > 0 ? "the emulated link" : "the measured link", 100 * reserve);
-                  Log(absl::StrCat("schedules: ", label, ": does not fit devices of ",
-                                   common::FormatBytes(cap), ": ",
-                                   config["unplanned"][planner::ScheduleName(s)].get<std::string>()));
-                  fits = false;
-                  break;
-                }
-                if (!planned.ok()) {
-                  return absl::Status(planned.status().code(),
-                                      absl::StrCat(label, ": ", planned.status().message()));
-                }
-                made = *std::move(planned);
+          const std::string label = absl::StrFormat(
+              "%s, %d devices%s, minibatch %d, %s%s", spec.name, n, where, d,
+              planner::ScheduleName(s), link > 0 ? " (emulated link)" : "");
+          // The simulator's memory estimate can fall short of what the
+          // runtime allocates (an open planner issue): on an out-of-memory
+          // error, plan again leaving more of the device free, as a user
+          // would with --memory-reserve; the report shows the reserve used.
+          planner::MadePlan made;
+          absl::StatusOr<RunResult> run = absl::UnknownError("not run");
+          double reserve = 0.1;
+          bool fits = true;
+          for (;; reserve += 0.1) {
+            if (link == 0 && reserve < 0.15) {
+              made = plans[key];
+            } else {
+              planner::MakePlanOptions m = PlanOptions(n, memory, d, s, link, &profiles[n]);
+              m.memory_reserve = reserve;
+              absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
+              if (!planned.ok() && s != Schedule::kHarmony &&
+                  absl::IsResourceExhausted(planned.status())) {
+                // Planned again (for the emulated link, or with more
+                // reserved), a baseline's packs differ and may not fit.
+                config["unplanned"][planner::ScheduleName(s)] = absl::StrFormat(
+                    "%s (planned for %s, %.0f%% reserved)", planned.status().message(),
+                    link > 0 ? "the emulated link" : "the measured link", 100 * reserve);
+                Log(absl::StrCat("schedules: ", label, ": does not fit devices of ",
+                                 common::FormatBytes(memory), ": ",
+                                 config["unplanned"][planner::ScheduleName(s)].get<std::string>()));
+                fits = false;
+                break;
               }
-              Log(absl::StrCat("schedules: ", label, ": ", PlanModeName(made.plan),
-                               ", microbatch ", made.plan.config().backward_microbatch(), ", ",
-                               made.plan.config().backward_packs_size(), " backward packs"));
-              // The large minibatch's iterations are long (on-demand's most):
-              // fewer of them.
-              const bool large = !o.quick && d >= kLargeMinibatch;
-              run = TrainWithPlan(made.plan, model->model_path, data, cap, link,
-                                  large ? std::min(o.runs, 2) : o.runs,
-                                  large ? std::min(o.warmups, 1) : o.warmups);
-              if (run.ok() || !absl::IsResourceExhausted(run.status()) || reserve > 0.45) break;
-              Log(absl::StrFormat("schedules: %s: %s; planning again with %.0f%% reserved",
-                                  label, run.status().message(), 100 * (reserve + 0.1)));
-            }
-            if (!fits) continue;
-            if (!run.ok()) {
-              return absl::Status(run.status().code(),
-                                  absl::StrCat(label, ": ", run.status().message()));
-            }
-            const proto::Plan& plan = made.plan;
-            // Each plan run, for harmony-plan inspect / simulate and
-            // harmony-exec run by hand after the bench.
-            const std::string plan_path =
-                absl::StrFormat("%s/%s_%ddev_%d_%s%s.pb", o.work_dir, spec.name, n, d,
-                                planner::ScheduleName(s), link > 0 ? "_emulated" : "");
-            if (absl::Status w = common::WritePlanFile(plan_path, plan); !w.ok()) return w;
-            if (absl::Status c = check_reference(plan, *run, label); !c.ok()) return c;
-            if (!spec.batch_statistics) {
-              if (s == Schedule::kHarmony) {
-                harmony_losses = run->losses;
-              } else {
-                double across = 0;
-                for (size_t i = 0; i < run->losses.size(); ++i) {
-                  across = std::max(across, RelativeDifference(run->losses[i], harmony_losses[i]));
-                }
-                checks.push_back(Check(
-                    absl::StrCat(label, ": losses equal harmony's"),
-                    across <= kCrossScheduleTolerance,
-                    absl::StrFormat("largest relative difference %.2e (limit %.0e)", across,
-                                    kCrossScheduleTolerance)));
+              if (!planned.ok()) {
+                return absl::Status(planned.status().code(),
+                                    absl::StrCat(label, ": ", planned.status().message()));
               }
+              made = *std::move(planned);
             }
-            const Stats seconds = Summarize(run->seconds);
-            nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run);
-            r["mode"] = PlanModeName(plan);
-            r["memory_reserve"] = reserve;
-            r["forward_microbatch"] = plan.config().forward_microbatch();
-            r["forward_packs"] = plan.config().forward_packs_size();
-            r["backward_packs"] = plan.config().backward_packs_size();
-            r["swap_bytes_steady"] = run->bytes_steady;
-            r["planned_host_link_bytes"] = made.result.sim.swap.host_link();
+            Log(absl::StrCat("schedules: ", label, ": ", PlanModeName(made.plan),
+                             ", microbatch ", made.plan.config().backward_microbatch(), ", ",
+                             made.plan.config().backward_packs_size(), " backward packs"));
+            // The large minibatch's iterations are long (on-demand's most):
+            // fewer of them.
+            const bool large = !o.quick && d >= kLargeMinibatch;
+            run = TrainWithPlan(made.plan, model->model_path, data, memory, link,
+                                large ? std::min(o.runs, 2) : o.runs,
+                                large ? std::min(o.warmups, 1) : o.warmups);
+            if (run.ok() || !absl::IsResourceExhausted(run.status()) || reserve > 0.45) break;
+            Log(absl::StrFormat("schedules: %s: %s; planning again with %.0f%% reserved",
+                                label, run.status().message(), 100 * (reserve + 0.1)));
+          }
+          if (!fits) continue;
+          if (!run.ok()) {
+            return absl::Status(run.status().code(),
+                                absl::StrCat(label, ": ", run.status().message()));
+          }
+          const proto::Plan& plan = made.plan;
+          // Each plan run, for harmony-plan inspect / simulate and
+          // harmony-exec run by hand after the bench.
+          const std::string plan_path =
+              absl::StrFormat("%s/%s_%ddev_%d%s_%s%s.pb", o.work_dir, spec.name, n, d,
+                              setting.smaller ? "_smaller" : "", planner::ScheduleName(s),
+                              link > 0 ? "_emulated" : "");
+          if (absl::Status w = common::WritePlanFile(plan_path, plan); !w.ok()) return w;
+          if (absl::Status c = check_reference(plan, *run, label); !c.ok()) return c;
+          if (!spec.batch_statistics) {
+            if (s == Schedule::kHarmony) {
+              harmony_losses = run->losses;
+            } else {
+              double across = 0;
+              for (size_t i = 0; i < run->losses.size(); ++i) {
+                across = std::max(across, RelativeDifference(run->losses[i], harmony_losses[i]));
+              }
+              checks.push_back(Check(
+                  absl::StrCat(label, ": losses equal harmony's"),
+                  across <= kCrossScheduleTolerance,
+                  absl::StrFormat("largest relative difference %.2e (limit %.0e)", across,
+                                  kCrossScheduleTolerance)));
+            }
+          }
+          const Stats seconds = Summarize(run->seconds);
+          nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run);
+          r["mode"] = PlanModeName(plan);
+          r["memory_reserve"] = reserve;
+          r["forward_microbatch"] = plan.config().forward_microbatch();
+          r["forward_packs"] = plan.config().forward_packs_size();
+          r["backward_packs"] = plan.config().backward_packs_size();
+          r["swap_bytes_steady"] = run->bytes_steady;
+          r["planned_host_link_bytes"] = made.result.sim.swap.host_link();
+          std::vector<double> rates;
+          for (double t : run->seconds) rates.push_back(d / t);
+          r["samples_per_s"] = ToJson(Summarize(rates));
+          r["losses"] = run->losses;
+          r["device_peak_bytes"] = run->device_peak_bytes;
+          r["compute_s"] = run->compute_s;
+          r["swap_wait_s"] = run->swap_wait_s;
+          r["optimizer_s"] = run->optimizer_s;
+          Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated)",
+                              label, common::FormatBytes(HostLinkBytes(run->bytes)),
+                              seconds.median, made.result.sim.iteration_s));
+          runs.push_back(std::move(r));
+        }
+        // On-demand at Harmony's microbatch too, when its planner took
+        // another (the paper compares at the same microbatch).
+        const nlohmann::json* h = nullptr;
+        const nlohmann::json* od = nullptr;
+        for (const auto& r : runs) {
+          if (r["emulated"] != (link > 0)) continue;
+          if (r["schedule"] == "harmony") h = &r;
+          if (r["schedule"] == "ondemand") od = &r;
+        }
+        if (h != nullptr && od != nullptr && (o.quick || d < kLargeMinibatch) &&
+            (*h)["backward_microbatch"] != (*od)["backward_microbatch"]) {
+          planner::MakePlanOptions m =
+              PlanOptions(n, memory, d, Schedule::kOndemand, link, &profiles[n]);
+          m.microbatch = (*h)["backward_microbatch"].get<int>();
+          absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
+          if (planned.ok()) {
+            absl::StatusOr<RunResult> run =
+                TrainWithPlan(planned->plan, model->model_path, data, memory, link, o.runs,
+                              o.warmups);
+            if (!run.ok()) return run.status();
+            nlohmann::json r = RunJson("ondemand", link, *planned, *run);
+            r["at_harmony_microbatch"] = true;
+            Log(absl::StrFormat("schedules: %s, ondemand at microbatch %d: %.3f s (%.3f s "
+                                "simulated)", spec.name, m.microbatch,
+                                r["iteration_s"]["median"].get<double>(),
+                                planned->result.sim.iteration_s));
+            config["ondemand_at_harmony_microbatch"] = std::move(r);
+          }
+        }
+        // The paper's regime in one pass: where the search ran the large
+        // minibatch in waves (within its time tolerance, fewer bytes: the
+        // activations stay on the devices), Harmony again in one pass, so
+        // that each weight crosses the link once per pass over the packs.
+        if (h != nullptr && !o.quick && d >= kLargeMinibatch && h->value("waves", 1) > 1) {
+          planner::MakePlanOptions m =
+              PlanOptions(n, memory, d, Schedule::kHarmony, link, &profiles[n]);
+          m.waves = 1;
+          absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
+          if (!planned.ok()) {
+            Log(absl::StrCat("schedules: ", spec.name, ", harmony in one pass: ",
+                             planned.status().message()));
+          } else {
+            absl::StatusOr<RunResult> run =
+                TrainWithPlan(planned->plan, model->model_path, data, memory, link,
+                              std::min(o.runs, 2), std::min(o.warmups, 1));
+            if (!run.ok()) return run.status();
+            if (absl::Status c = check_reference(
+                    planned->plan, *run,
+                    absl::StrCat(spec.name, ", ", n, " devices", where, ", minibatch ", d,
+                                 ", harmony in one pass"));
+                !c.ok()) {
+              return c;
+            }
+            nlohmann::json r = RunJson("harmony", link, *planned, *run);
+            r["one_pass"] = true;
             std::vector<double> rates;
             for (double t : run->seconds) rates.push_back(d / t);
             r["samples_per_s"] = ToJson(Summarize(rates));
-            r["losses"] = run->losses;
-            r["device_peak_bytes"] = run->device_peak_bytes;
-            r["compute_s"] = run->compute_s;
-            r["swap_wait_s"] = run->swap_wait_s;
-            r["optimizer_s"] = run->optimizer_s;
-            Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated)",
-                                label, common::FormatBytes(HostLinkBytes(run->bytes)),
-                                seconds.median, made.result.sim.iteration_s));
-            runs.push_back(std::move(r));
-          }
-          // On-demand at Harmony's microbatch too, when its planner took
-          // another (the paper compares at the same microbatch).
-          const nlohmann::json* h = nullptr;
-          const nlohmann::json* od = nullptr;
-          for (const auto& r : runs) {
-            if (r["emulated"] != (link > 0)) continue;
-            if (r["schedule"] == "harmony") h = &r;
-            if (r["schedule"] == "ondemand") od = &r;
-          }
-          if (h != nullptr && od != nullptr && (o.quick || d < kLargeMinibatch) &&
-              (*h)["backward_microbatch"] != (*od)["backward_microbatch"]) {
-            planner::MakePlanOptions m =
-                PlanOptions(n, cap, d, Schedule::kOndemand, link, &profiles[n]);
-            m.microbatch = (*h)["backward_microbatch"].get<int>();
-            absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
-            if (planned.ok()) {
-              absl::StatusOr<RunResult> run =
-                  TrainWithPlan(planned->plan, model->model_path, data, cap, link, o.runs,
-                                o.warmups);
-              if (!run.ok()) return run.status();
-              nlohmann::json r = RunJson("ondemand", link, *planned, *run);
-              r["at_harmony_microbatch"] = true;
-              Log(absl::StrFormat("schedules: %s, ondemand at microbatch %d: %.3f s (%.3f s "
-                                  "simulated)", spec.name, m.microbatch,
-                                  r["iteration_s"]["median"].get<double>(),
-                                  planned->result.sim.iteration_s));
-              config["ondemand_at_harmony_microbatch"] = std::move(r);
-            }
-          }
-          // The paper's regime in one pass: where the search ran the large
-          // minibatch in waves (within its time tolerance, fewer bytes: the
-          // activations stay on the devices), Harmony again in one pass, so
-          // that each weight crosses the link once per pass over the packs.
-          if (h != nullptr && !o.quick && d >= kLargeMinibatch && h->value("waves", 1) > 1) {
-            planner::MakePlanOptions m =
-                PlanOptions(n, cap, d, Schedule::kHarmony, link, &profiles[n]);
-            m.waves = 1;
-            absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
-            if (!planned.ok()) {
-              Log(absl::StrCat("schedules: ", spec.name, ", harmony in one pass: ",
-                               planned.status().message()));
-            } else {
-              absl::StatusOr<RunResult> run =
-                  TrainWithPlan(planned->plan, model->model_path, data, cap, link,
-                                std::min(o.runs, 2), std::min(o.warmups, 1));
-              if (!run.ok()) return run.status();
-              if (absl::Status c = check_reference(
-                      planned->plan, *run,
-                      absl::StrCat(spec.name, ", ", n, " devices, minibatch ", d,
-                                   ", harmony in one pass"));
-                  !c.ok()) {
-                return c;
-              }
-              nlohmann::json r = RunJson("harmony", link, *planned, *run);
-              r["one_pass"] = true;
-              std::vector<double> rates;
-              for (double t : run->seconds) rates.push_back(d / t);
-              r["samples_per_s"] = ToJson(Summarize(rates));
-              Log(absl::StrFormat("schedules: %s, harmony in one pass: %s over the host link, "
-                                  "%.3f s (%.3f s simulated)", spec.name,
-                                  common::FormatBytes(HostLinkBytes(run->bytes)),
-                                  r["iteration_s"]["median"].get<double>(),
-                                  planned->result.sim.iteration_s));
-              config["harmony_one_pass"] = std::move(r);
-            }
+            Log(absl::StrFormat("schedules: %s, harmony in one pass: %s over the host link, "
+                                "%.3f s (%.3f s simulated)", spec.name,
+                                common::FormatBytes(HostLinkBytes(run->bytes)),
+                                r["iteration_s"]["median"].get<double>(),
+                                planned->result.sim.iteration_s));
+            config["harmony_one_pass"] = std::move(r);
           }
         }
-        // The bound on an iteration: the plain compute of the minibatch
-        // spread over the devices (forward and backward, at the largest
-        // profiled microbatch that fits), or the least host-link traffic
-        // (below) over the emulated link, whichever is longer.
-        config["compute_bound_s"] = ComputeBound(profiles[n], d) / n;
-        // The lower bound: each weight (and buffer) in once per pass that
-        // needs it (forward, backward), each gradient out once, the data in.
-        uint64_t data_in = 0;
-        for (const auto& r : runs) {
-          if (r["schedule"] == "harmony") data_in = r["swap_bytes"]["data_in"].get<uint64_t>();
-        }
-        config["lower_bound_bytes"] =
-            2 * WeightBytes(profiles[n]) + GradientBytes(profiles[n]) + data_in;
-        config["emulated_link_bytes_per_s"] = emulated_link;
-        config["bound_s"] = std::max(config["compute_bound_s"].get<double>(),
-                                     config["lower_bound_bytes"].get<double>() / emulated_link);
-        config["runs"] = std::move(runs);
-        configs.push_back(std::move(config));
       }
+      // The bound on an iteration: the plain compute of the minibatch
+      // spread over the devices (forward and backward, at the largest
+      // profiled microbatch that fits), or the least host-link traffic
+      // (below) over the emulated link, whichever is longer.
+      config["compute_bound_s"] = ComputeBound(profiles[n], d) / n;
+      // The lower bound: each weight (and buffer) in once per pass that
+      // needs it (forward, backward), each gradient out once, the data in.
+      uint64_t data_in = 0;
+      for (const auto& r : runs) {
+        if (r["schedule"] == "harmony") data_in = r["swap_bytes"]["data_in"].get<uint64_t>();
+      }
+      config["lower_bound_bytes"] =
+          2 * WeightBytes(profiles[n]) + GradientBytes(profiles[n]) + data_in;
+      config["emulated_link_bytes_per_s"] = emulated_link;
+      config["bound_s"] = std::max(config["compute_bound_s"].get<double>(),
+                                   config["lower_bound_bytes"].get<double>() / emulated_link);
+      config["runs"] = std::move(runs);
+      configs.push_back(std::move(config));
     }
   }
   return out;
