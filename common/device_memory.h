@@ -61,7 +61,8 @@ class DeviceMemory {
 
 // Attributes this thread's allocations to `memory` (borrowed; nullptr
 // stops counting) while alive. `activity` says what is running, for
-// out-of-memory messages ("vLayer 3 backward, microbatch 16").
+// out-of-memory messages ("vLayer 3 backward, microbatch 16"), which also
+// list what holds the device, by the activity that allocated it.
 class DeviceMemoryScope {
  public:
   DeviceMemoryScope(DeviceMemory* memory, std::string activity = "");
@@ -72,7 +73,7 @@ class DeviceMemoryScope {
  private:
   friend class AccountingAllocator;
   DeviceMemory* memory_;
-  std::string activity_;
+  std::shared_ptr<const std::string> activity_;  // Shared by its allocations.
   DeviceMemoryScope* previous_;
 };
 

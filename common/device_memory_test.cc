@@ -70,6 +70,11 @@ TEST_F(DeviceMemoryTest, OverCapacityIsOutOfMemoryNamingDeviceAndBytes) {
   DeviceMemory memory("cpu:1", 1 << 20);
   DeviceMemoryScope scope(&memory, "vLayer 3 forward");
   at::Tensor a = at::empty({200000}, at::kFloat);  // 800 kB fits.
+  at::Tensor w;
+  {
+    DeviceMemoryScope weights(&memory, "weights in");
+    w = at::empty({50000}, at::kFloat);  // 200 kB more fits.
+  }
   try {
     at::Tensor b = at::empty({100000}, at::kFloat);  // 400 kB does not.
     FAIL() << "allocation over capacity succeeded";
@@ -80,8 +85,12 @@ TEST_F(DeviceMemoryTest, OverCapacityIsOutOfMemoryNamingDeviceAndBytes) {
         << message;
     EXPECT_NE(message.find("allocating 390.62 KiB"), std::string::npos) << message;
     EXPECT_NE(message.find("of 1.00 MiB in use"), std::string::npos) << message;
+    // What holds the device, by the activity that allocated it.
+    EXPECT_NE(message.find("; held by vLayer 3 forward: 781.25 KiB, weights in: 195.31 KiB"),
+              std::string::npos)
+        << message;
   }
-  EXPECT_EQ(memory.used(), 800000u);  // The failed allocation left nothing.
+  EXPECT_EQ(memory.used(), 1000000u);  // The failed allocation left nothing.
 }
 
 TEST_F(DeviceMemoryTest, FreeOnAnotherThreadAndNestedScopes) {

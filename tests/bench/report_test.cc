@@ -210,6 +210,11 @@ TEST(ReportTest, SmallerDevicesRowsNameTheirMemory) {
   auto svg = common::ReadFileToString(std::string(dir) + "/swap_bytes_gpt.svg");
   ASSERT_TRUE(svg.ok());
   EXPECT_NE(svg->find("N=2 D=256 on 768.00 KiB"), std::string::npos);
+  // Weights in: 500 B against on-demand's 4500 B (no gradients counted here).
+  const std::string headline = Headline(results);
+  EXPECT_NE(headline.find("(gpt N=2 D=256 on 768.00 KiB 9.0x (samples/s 1.00x on-demand's))"),
+            std::string::npos)
+      << headline;
 }
 
 // The denormal section: both policies in one table, and the policy the
