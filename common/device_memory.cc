@@ -5,8 +5,8 @@
 #include <iterator>
 #include <map>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>

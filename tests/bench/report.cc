@@ -100,15 +100,15 @@ std::string Headline(const json& results) {
                     absl::StrJoin(parts, ", "), ". Harmony moves ", RangeText(lb),
                     " the lower bound.\n");
     // Weights and gradients alone: what input-batch grouping saves.
+    auto w = [](const json& r) {
+      return r["swap_bytes"]["weights_in"].get<double>() +
+             r["swap_bytes"]["gradients_out"].get<double>();
+    };
     std::vector<double> weights;
     for (const json& c : Configs(results)) {
       const json* h = ByteRun(c, "harmony");
       const json* od = ByteRun(c, "ondemand");
       if (!h || !od) continue;
-      auto w = [](const json& r) {
-        return r["swap_bytes"]["weights_in"].get<double>() +
-               r["swap_bytes"]["gradients_out"].get<double>();
-      };
       if (w(*h) > 0) weights.push_back(w(*od) / w(*h));
     }
     // The paper's regime by name: the large minibatch in one pass (results.json
@@ -116,10 +116,6 @@ std::string Headline(const json& results) {
     // weights and gradients and its samples/s against on-demand's.
     std::string named;
     auto name = [&](const std::string& label, const json& h, const json& od) {
-      auto w = [](const json& r) {
-        return r["swap_bytes"]["weights_in"].get<double>() +
-               r["swap_bytes"]["gradients_out"].get<double>();
-      };
       if (w(h) <= 0) return;
       absl::StrAppendFormat(&named, "%s%s %.1fx (samples/s %.2fx on-demand's)",
                             named.empty() ? " (" : ", ", label, w(od) / w(h),
