@@ -1,6 +1,7 @@
 #include "plan/task_graph.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace harmony::plan {
 
@@ -38,6 +39,29 @@ bool SumsGradientsOnHost(const Task& t) {
          std::any_of(t.transfers.begin(), t.transfers.end(), [](const Transfer& x) {
            return x.kind == TransferKind::kGradientsOut && x.microbatch >= 0;
          });
+}
+
+std::vector<std::map<std::pair<int, int>, int>> GradientSumOrder(const TaskGraph& g) {
+  int vlayers = 0;
+  for (const Task& t : g.tasks) vlayers = std::max(vlayers, t.vlayers.end);
+  // (n-th send of its task, task id, microbatch) per vLayer, then sorted.
+  std::vector<std::vector<std::tuple<int, int, int>>> sends(vlayers);
+  for (const Task& t : g.tasks) {
+    int n = 0;
+    for (const Transfer& x : t.transfers) {
+      if (x.kind != TransferKind::kGradientsOut) continue;
+      for (int k = x.vlayers.begin; k < x.vlayers.end; ++k) sends[k].emplace_back(n, t.id, x.microbatch);
+      ++n;
+    }
+  }
+  std::vector<std::map<std::pair<int, int>, int>> order(vlayers);
+  for (int k = 0; k < vlayers; ++k) {
+    std::sort(sends[k].begin(), sends[k].end());
+    for (const auto& [n, task, microbatch] : sends[k]) {
+      order[k].emplace(std::make_pair(task, microbatch), static_cast<int>(order[k].size()));
+    }
+  }
+  return order;
 }
 
 std::string TaskKindName(TaskKind kind) {

@@ -28,7 +28,9 @@
 #define HARMONY_PLAN_TASK_GRAPH_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace harmony::plan {
@@ -196,6 +198,15 @@ std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int siz
 // Whether backward task `t` sums its gradients on the host (a pack of
 // Config::host_sums): it has GRADIENTS_OUT transfers of single microbatches.
 bool SumsGradientsOnHost(const Task& t);
+
+// The order the host sums each vLayer's gradients in, whatever order they
+// arrive in: per vLayer, every GRADIENTS_OUT that carries it, keyed by
+// (task id, microbatch; -1 for the one at the task's end), numbered 0..n-1.
+// The n-th send of each task before the (n+1)-th of any, then by task id:
+// devices that run a pack side by side interleave, so few wait. Fixed by the
+// plan, so that two runs of it sum in the same order (floating-point sums
+// depend on it) however the devices' timing falls.
+std::vector<std::map<std::pair<int, int>, int>> GradientSumOrder(const TaskGraph& g);
 
 std::string TaskKindName(TaskKind kind);
 std::string TransferKindName(TransferKind kind);

@@ -101,24 +101,59 @@ std::vector<int> HostStore::borrowers(int k) const {
   return out;
 }
 
-uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads) {
+void HostStore::SetGradientCount(int k, int count) {
   Layer& h = *layers_[k];
-  uint64_t bytes = 0;
   std::lock_guard<std::mutex> lock(h.mu);
+  h.grad_count = count;
+  h.next_slot = 0;
+  h.early.clear();
+}
+
+namespace {
+
+// Into vLayer k's gradient slots: added, or copied when the first this
+// iteration. h.mu held.
+void SumInto(std::vector<at::Tensor>& into, bool& grads_in, const std::vector<at::Tensor>& grads) {
   for (size_t j = 0; j < grads.size(); ++j) {
-    if (h.grads_in) {
-      h.grads[j].add_(grads[j]);
+    if (grads_in) {
+      into[j].add_(grads[j]);
       // bf16 gradients (a bf16 plan's) sum as the device would have summed
       // them into its bf16 .grad: rounded to bf16 after each add, so where
       // they are added (on the device, or here after each microbatch) does
       // not change the result.
-      if (grads[j].scalar_type() == at::kBFloat16) h.grads[j].copy_(h.grads[j].to(at::kBFloat16));
+      if (grads[j].scalar_type() == at::kBFloat16) into[j].copy_(into[j].to(at::kBFloat16));
     } else {
-      h.grads[j].copy_(grads[j]);
+      into[j].copy_(grads[j]);
     }
-    bytes += grads[j].nbytes();
   }
-  h.grads_in = true;
+  grads_in = true;
+}
+
+}  // namespace
+
+uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads, int slot) {
+  Layer& h = *layers_[k];
+  uint64_t bytes = 0;
+  for (const at::Tensor& g : grads) bytes += g.nbytes();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (h.grad_count == 0 || slot < 0) {
+    SumInto(h.grads, h.grads_in, grads);
+    return bytes;
+  }
+  if (slot != h.next_slot) {
+    // Early: kept (a copy, so the sender's memory is free) until its turn.
+    std::vector<at::Tensor> copies;
+    for (const at::Tensor& g : grads) copies.push_back(g.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
+    h.early[slot] = std::move(copies);
+    return bytes;
+  }
+  SumInto(h.grads, h.grads_in, grads);
+  ++h.next_slot;
+  for (auto it = h.early.find(h.next_slot); it != h.early.end(); it = h.early.find(h.next_slot)) {
+    SumInto(h.grads, h.grads_in, it->second);
+    h.early.erase(it);
+    ++h.next_slot;
+  }
   return bytes;
 }
 
@@ -130,6 +165,17 @@ absl::Status HostStore::Update(int k, const World* world) {
 absl::Status HostStore::Finalize(int k, const World* world) {
   Layer& h = *layers_[k];
   std::lock_guard<std::mutex> lock(h.mu);
+  if (h.grad_count > 0 && (h.next_slot != h.grad_count || !h.early.empty())) {
+    const int summed = h.next_slot;
+    const size_t early = h.early.size();
+    h.next_slot = 0;
+    h.early.clear();
+    return absl::InternalError(absl::StrCat(
+        "vLayer ", k, "'s gradients: ", summed, " of the ", h.grad_count,
+        " sends the plan has per iteration were summed when its update began (", early,
+        " more arrived out of order): a send of the plan's did not happen"));
+  }
+  h.next_slot = 0;
   if (!h.grads_in) h.flat_grads.zero_();
   for (const auto& [b, j, jj] : h.borrowers) {
     if (b == k) {

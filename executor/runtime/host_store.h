@@ -71,11 +71,19 @@ class HostStore {
   // reads one twice).
   std::vector<int> borrowers(int k) const;
 
+  // vLayer k's gradients arrive `count` times an iteration; AddGradients
+  // numbers them 0..count-1 (plan::GradientSumOrder) and they are summed in
+  // that order, whatever order they arrive in. 0 (the default): in arrival
+  // order.
+  void SetGradientCount(int k, int count);
   // Adds `grads` (vLayer k's, in parameter order, on any device the host
   // reads) into its gradient slots, or copies them if none arrived yet this
   // iteration. Returns the bytes. Thread-safe. bf16 gradients are summed
-  // as bf16 (rounded after each add), as a device sums them.
-  uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads);
+  // as bf16 (rounded after each add), as a device sums them. With a count
+  // set, `slot` is their place in the sum: one that arrives before those
+  // ahead of it is copied (on the calling thread's memory scope: the host's)
+  // and added after them.
+  uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads, int slot = -1);
   // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
   // clears for the next iteration (zero gradients if none arrived):
   // Finalize then Step.
@@ -161,6 +169,11 @@ class HostStore {
     mutable std::mutex mu;            // Guards `buffers` and `grads_in`.
     std::vector<at::Tensor> buffers;  // Replaced, never written in place.
     bool grads_in = false;            // Some gradients arrived this iteration.
+    // SetGradientCount's: sends per iteration, the next slot to sum, and
+    // those that came early (copies), by slot.
+    int grad_count = 0;
+    int next_slot = 0;
+    std::map<int, std::vector<at::Tensor>> early;
     // Null on a rank that does not own the state (sharded).
     std::unique_ptr<optim::CpuOptimizer> optimizer;
     int owner = -1;  // The rank that keeps the optimizer state; -1: every rank.

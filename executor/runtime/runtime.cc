@@ -218,6 +218,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
       }
     }
   }
+  impl->gradient_sum_order = plan::GradientSumOrder(impl->graph);
+  for (size_t k = 0; k < impl->gradient_sum_order.size(); ++k) {
+    impl->host->SetGradientCount(static_cast<int>(k),
+                                 static_cast<int>(impl->gradient_sum_order[k].size()));
+  }
   HARMONY_ASSIGN_OR_RETURN(impl->threads_per_device,
                            common::ThreadsPerDevice(options.threads, config.num_devices));
   HARMONY_RETURN_IF_ERROR(impl->SetUpRecipe());

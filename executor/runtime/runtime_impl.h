@@ -128,6 +128,9 @@ struct Runtime::Impl {
   // vDP: the tasks whose gradients each summing task (device 0's, one per
   // pack and wave) takes, in task order (their GRADIENT_REDUCE to it).
   std::map<int, std::vector<int>> reduce_senders;
+  // Per vLayer, each gradient send's place in the host's sum
+  // (plan::GradientSumOrder): runs of a plan sum alike.
+  std::vector<std::map<std::pair<int, int>, int>> gradient_sum_order;
   // The host's update thread's part: the update order, the schedule,
   // clipping (runtime_recipe.cc sets it up).
   std::unique_ptr<HostUpdates> updates;
@@ -367,9 +370,11 @@ struct Runtime::Impl {
   absl::Status FinishBackward(const Task& t, int d, DeviceWeights& w);
 
   // Copies `grads` (a list per vLayer of `t`) into the host's sums, on the
-  // calling thread; `extra_bytes` (buffers stored with them) count on the
-  // link too. `what` names the copy in the trace.
-  absl::Status CopyGradientsOut(const Task& t, int d,
+  // calling thread, in their place in the plan's order (gradient_sum_order:
+  // after microbatch `mb`, -1 at the task's end); `extra_bytes` (buffers
+  // stored with them) count on the link too. `what` names the copy in the
+  // trace.
+  absl::Status CopyGradientsOut(const Task& t, int d, int mb,
                                 const std::vector<std::vector<at::Tensor>>& grads,
                                 uint64_t extra_bytes, const std::string& what);
 

@@ -144,14 +144,25 @@ absl::Status Runtime::Impl::GradientsOutAfter(const Task& t, int d, DeviceWeight
   HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
   // On this thread: the next microbatch's backward starts once they are on
   // the host, so they never exist beside its fresh ones.
-  return CopyGradientsOut(t, d, grads, 0, absl::StrCat(" #", mb));
+  return CopyGradientsOut(t, d, mb, grads, 0, absl::StrCat(" #", mb));
 }
 
-absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d,
+absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d, int mb,
                                              const std::vector<std::vector<at::Tensor>>& grads,
                                              uint64_t extra_bytes, const std::string& what) {
   const double start = Now();
   uint64_t bytes = extra_bytes;
+  std::vector<int> slots;
+  for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+    const auto& order = gradient_sum_order[k];
+    const auto slot = order.find({t.id, mb});
+    if (slot == order.end()) {
+      return absl::InternalError(absl::StrCat(
+          "task ", t.id, " sends vLayer ", k, "'s gradients", mb < 0 ? "" : " after microbatch ",
+          mb < 0 ? "" : absl::StrCat(mb), ", which the plan's GRADIENTS_OUT transfers do not"));
+    }
+    slots.push_back(slot->second);
+  }
   HARMONY_RETURN_IF_ERROR(CallTorch("gradients out", [&] {
     auto on_host = PlaceOnHost();
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
@@ -159,7 +170,7 @@ absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d,
       for (at::Tensor& g : gs) {
         if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
       }
-      bytes += host->AddGradients(k, gs);
+      bytes += host->AddGradients(k, gs, slots[k - t.vlayers.begin]);
     }
   }, absl::StatusCode::kInternal));
   Link(1, bytes, start);
@@ -251,11 +262,11 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
   // A pack summed on the host sends its last microbatch's gradients on this
   // thread too, as it sent the others: the plan has the device's next task
   // start once they are out, not beside them.
-  if (plan::SumsGradientsOnHost(t)) return CopyGradientsOut(t, d, grads, buffer_bytes, "");
+  if (plan::SumsGradientsOnHost(t)) return CopyGradientsOut(t, d, -1, grads, buffer_bytes, "");
   // The gradients go to the host on the copy-out stream, which holds them
   // on the device until they are there.
   devices[d]->copy_out().Post([this, d, &t, buffer_bytes, grads = std::move(grads)] {
-    absl::Status copied = CopyGradientsOut(t, d, grads, buffer_bytes, "");
+    absl::Status copied = CopyGradientsOut(t, d, -1, grads, buffer_bytes, "");
     if (!copied.ok()) return Fail(copied);
   });
   return absl::OkStatus();

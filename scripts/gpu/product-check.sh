@@ -13,7 +13,8 @@
 # executor/harmony-exec, executor/harmony-ctl, zoo/harmony-zoo): bazel-bin
 # itself, or the CMake build's run/ (scripts/gpu-check.sh). DEVICES: what
 # trains, e.g. cuda:2x1GiB or cpu:2x2MiB. PROFILE_DEVICES: where the vLayers
-# are profiled (default cpu:2x256MiB).
+# are profiled (default cpu:2x256MiB). PLAN_GPUS (environment): the devices
+# the plan is for (default 2; 1 for a spec of one device, e.g. `cuda`).
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
   sed -n '2,/^set/p' "$0" | sed 's/^# \{0,1\}//;/^set/d' >&2
@@ -23,6 +24,7 @@ tools=$(cd "$1" && pwd)
 devices=$2
 out=$3
 profile_devices=${4:-cpu:2x256MiB}
+gpus=${PLAN_GPUS:-2}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -36,10 +38,10 @@ step "1. a zoo GPT (4 blocks) and 64 samples of its token data"
 "$tools/zoo/harmony-zoo" gpt --depth 4 --width 64 --heads 4 --vocab 128 --seq-len 32 \
   --samples 64 -o "$out/gpt.pt" --data "$out/gpt_data.pt"
 
-step "2. profiled on $profile_devices, planned for 2 devices of 2 MiB (it must swap)"
+step "2. profiled on $profile_devices, planned for $gpus device(s) of 2 MiB (it must swap)"
 "$plan_tool" profile "$out/gpt.pt" --sample-input "$out/gpt_data.pt" \
   --devices "$profile_devices" --max-microbatch 32 --profile-out "$out/gpt.profile.json"
-"$plan_tool" "$out/gpt.pt" --profile "$out/gpt.profile.json" --gpus 2 --device-memory 2MiB \
+"$plan_tool" "$out/gpt.pt" --profile "$out/gpt.profile.json" --gpus "$gpus" --device-memory 2MiB \
   --minibatch 32 -o "$out/gpt.plan.pb"
 
 step "3. harmony-exec run on $devices: 6 iterations straight, then 3 + a resumed 3"
