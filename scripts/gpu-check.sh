@@ -14,8 +14,9 @@
 #   scripts/gpu-check.sh --bench      the above, then tests/gpu/cuda_bench
 #   GPU_TEST_ARGS=--gtest_filter=...  passed to cuda_runtime_test
 #   E2E_FILTER=...                    gtest filter of the end-to-end tests
-#                                     (default: those that need no
-#                                     /usr/bin/python3 with numpy)
+#                                     (default: those that need neither
+#                                     /usr/bin/python3 with numpy nor the
+#                                     suite's models, which Bazel generates)
 #
 # Every step runs; the exit status is the first failure's. The CPU build
 # and CI are unchanged: Bazel's, never the CUDA device.
@@ -59,7 +60,7 @@ check "the product on the whole GPU" env PLAN_GPUS=1 "$ROOT/scripts/gpu/product-
   "$BUILD/product-cuda-whole"
 # The end-to-end tests find the tools and their data from run/, as Bazel's
 # from its runfiles.
-E2E_FILTER=${E2E_FILTER:--DaemonTest.ATokenFileJobTrainsAsARunDoes:DaemonTest.TheExampleConfigsWork:ExecCliTest.TrainsAModelScriptedInPython}
+E2E_FILTER=${E2E_FILTER:--DaemonTest.ATokenFileJobTrainsAsARunDoes:DaemonTest.TheExampleConfigsWork:ExecCliTest.TrainsAModelScriptedInPython:ExecCliTest.LstmLanguageModelAndTupleOutputTrainEndToEnd}
 check "end-to-end tests (CPU devices, this LibTorch)" bash -c \
   "cd '$BUILD/run' && '$BUILD/exec_cli_test' --gtest_filter='$E2E_FILTER' && '$BUILD/daemon_test' --gtest_filter='$E2E_FILTER'"
 if [ "${1:-}" = "--bench" ]; then check "bench" "$BUILD/cuda_bench"; fi

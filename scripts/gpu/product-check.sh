@@ -60,7 +60,7 @@ echo "resumed model equals the uninterrupted run's, byte for byte"
 step "4. the daemon on $devices: submit, watch, status, list, devices, cancel"
 state=$out/harmony-state
 rm -rf "$state"
-"$exec_tool" --listen 127.0.0.1:0 --devices "$devices" --state-dir "$state" \
+"$exec_tool" --listen 127.0.0.1:0 --devices "$devices" --state-dir "$state" --allow-path "$out" \
   >"$out/daemon.log" 2>&1 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
