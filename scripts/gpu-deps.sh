@@ -3,7 +3,8 @@
 # on a GPU machine that has pip's CUDA LibTorch, CMake and ninja but none of
 # Debian's libraries: Protobuf, gRPC, Abseil, Boost.Program_options,
 # nlohmann/json, GoogleTest and OpenSSL (headers and libraries, as installed
-# by scripts/setup.sh; of Boost only the headers program_options reaches) and
+# by scripts/setup.sh; of Boost only the headers program_options reaches;
+# Gloo's headers) and
 # the generated Protobuf and gRPC code of proto/, into .gpu-deps/
 # (git-ignored; carried to the GPU machine beside the working tree, which
 # takes at most 64 MiB in all).
@@ -23,6 +24,11 @@ echo '#include <boost/program_options.hpp>' | g++ -std=c++17 -M -x c++ - | tr ' 
   grep '^/usr/include/boost/' | sort -u | sed 's|^/usr/include/||' |
   (cd /usr/include && xargs cp --parents -t "$OUT/include")
 cp -a /usr/include/boost/config "$OUT/include/boost/"
+# Gloo's headers, which LibTorch's ProcessGroupGloo.hpp includes
+# (executor/dist): searched after the torch package's own, in case its
+# wheel ships none.
+mkdir -p "$OUT/fallback-include"
+cp -a /usr/include/gloo "$OUT/fallback-include/"
 # Libraries: the unversioned names link, the versioned ones load.
 cp -a $LIB/libprotobuf.so $LIB/libprotobuf.so.32* $LIB/libabsl_*.so $LIB/libabsl_*.so.20220623* \
   $LIB/libgtest.a $LIB/libgmock.a $LIB/libcrypto.so $LIB/libcrypto.so.3 $LIB/libssl.so \
