@@ -50,7 +50,9 @@ std::vector<std::map<std::pair<int, int>, int>> GradientSumOrder(const TaskGraph
     int n = 0;
     for (const Transfer& x : t.transfers) {
       if (x.kind != TransferKind::kGradientsOut) continue;
-      for (int k = x.vlayers.begin; k < x.vlayers.end; ++k) sends[k].emplace_back(n, t.id, x.microbatch);
+      for (int k = x.vlayers.begin; k < x.vlayers.end; ++k) {
+        sends[k].emplace_back(n, t.id, x.microbatch);
+      }
       ++n;
     }
   }

@@ -143,7 +143,9 @@ uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads, in
   if (slot != h.next_slot) {
     // Early: kept (a copy, so the sender's memory is free) until its turn.
     std::vector<at::Tensor> copies;
-    for (const at::Tensor& g : grads) copies.push_back(g.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
+    for (const at::Tensor& g : grads) {
+      copies.push_back(g.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
+    }
     h.early[slot] = std::move(copies);
     return bytes;
   }
