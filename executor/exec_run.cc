@@ -111,7 +111,9 @@ int RunCommand(const std::vector<std::string>& args) {
       ("iterations", po::value(&iterations),
        "minibatches to train (required), counted from the start of training: a resumed "
        "run trains the ones its checkpoint has not")
-      ("devices", po::value(&devices_text), "devices, e.g. cpu:2x256MiB (required)")
+      ("devices", po::value(&devices_text),
+       "devices, e.g. cpu:2x256MiB; in a CUDA build also cuda, cuda:N or cuda:NxSIZE "
+       "(required)")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | adam | adamw")
       ("lr", po::value(&lr)->default_value(lr), "learning rate")
       ("momentum", po::value(&momentum)->default_value(momentum), "SGD momentum")
@@ -481,7 +483,8 @@ int RunCommand(const std::vector<std::string>& args) {
         m->bytes.peer > 0 ? absl::StrCat("  device to device ", FormatBytes(m->bytes.peer))
                           : std::string(),
         FormatBytes(peak),
-        FormatBytes(options.devices.capacity), Share(m->compute_s, busy),
+        options.devices.capacity > 0 ? FormatBytes(options.devices.capacity) : "its GPU",
+        Share(m->compute_s, busy),
         Share(m->swap_wait_s, busy),
         harmony::common::FormatTimeSpan(absl::Seconds(m->optimizer_s)), m->learning_rate,
         m->clipping ? absl::StrFormat("  grad norm %.4g%s", m->grad_norm,

@@ -78,7 +78,9 @@ int Serve(const std::vector<std::string>& args) {
       ("config", po::value(&config_path), "daemon settings in a JSON file")
       ("listen", po::value(&options.listen),
        "host:port to serve on (default 127.0.0.1:7770; port 0 picks one)")
-      ("devices", po::value(&devices_text), "the devices jobs run on (default cpu:4x2GiB)")
+      ("devices", po::value(&devices_text),
+       "the devices jobs run on (default cpu:4x2GiB; in a CUDA build also cuda, cuda:N, "
+       "cuda:NxSIZE)")
       ("state-dir", po::value(&options.state_dir),
        "job records, logs, plans, checkpoints (default ./harmony-state)")
       ("auth-token-file", po::value(&options.auth_token_file),

@@ -50,7 +50,8 @@ int ProfileCommand(const std::vector<std::string>& args) {
       ("token-dtype", po::value(&token_dtype), "uint16 | uint32: a .bin token file's ids")
       ("seq-len", po::value(&seq_len), "T: tokens per sample of a token file")
       ("devices", po::value(&devices)->default_value(devices),
-       "cpu:NxSIZE (virtual CPU devices with a hard memory cap)")
+       "cpu:NxSIZE (virtual CPU devices with a hard memory cap); in a CUDA build also "
+       "cuda (the GPUs), cuda:N or cuda:NxSIZE (N partitions of SIZE of the GPUs)")
       ("granularity", po::value(&options.granularity)->default_value(0),
        "vLayers: 0 = one per block, N = about N")
       ("optimizer", po::value(&options.optimizer)->default_value("sgd"),

@@ -7,7 +7,8 @@
 #
 #   scripts/gpu-check.sh              build, then: the GPU tests
 #                                     (tests/gpu/cuda_runtime_test), the
-#                                     product on cuda:2x1GiB
+#                                     product profiled and trained on
+#                                     cuda:2x1GiB and on the whole GPU
 #                                     (scripts/gpu/product-check.sh), and the
 #                                     end-to-end tests from the CMake build
 #   scripts/gpu-check.sh --build-only
@@ -54,10 +55,10 @@ check() {  # NAME COMMAND...: runs it, keeps the first failure's status.
 }
 cd "$ROOT"
 check "GPU tests" "$BUILD/cuda_runtime_test" ${GPU_TEST_ARGS:-}
-check "the product on cuda:2x1GiB" "$ROOT/scripts/gpu/product-check.sh" "$BUILD/run" cuda:2x1GiB \
-  "$BUILD/product-cuda"
-check "the product on the whole GPU" env PLAN_GPUS=1 "$ROOT/scripts/gpu/product-check.sh" "$BUILD/run" cuda \
-  "$BUILD/product-cuda-whole"
+check "the product on cuda:2x1GiB, profiled there" "$ROOT/scripts/gpu/product-check.sh" "$BUILD/run" \
+  cuda:2x1GiB "$BUILD/product-cuda" cuda:2x1GiB
+check "the product on the whole GPU, profiled there" env PLAN_GPUS=1 \
+  "$ROOT/scripts/gpu/product-check.sh" "$BUILD/run" cuda "$BUILD/product-cuda-whole" cuda
 # The end-to-end tests find the tools and their data from run/, as Bazel's
 # from its runfiles.
 E2E_FILTER=${E2E_FILTER:--DaemonTest.ATokenFileJobTrainsAsARunDoes:DaemonTest.TheExampleConfigsWork:ExecCliTest.TrainsAModelScriptedInPython:ExecCliTest.LstmLanguageModelAndTupleOutputTrainEndToEnd}

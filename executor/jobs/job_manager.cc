@@ -123,14 +123,10 @@ JobManager::JobManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     const JobManagerOptions& options) {
-  if (options.devices.kind != common::DeviceSpec::Kind::kCpu) {
-    return absl::FailedPreconditionError(
-        "this build runs jobs on virtual CPU devices only (--devices cpu:NxSIZE); CUDA devices "
-        "need a --config=cuda build");
-  }
-  if (options.devices.count < 1 || options.devices.capacity == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no devices: ", options.devices.ToString()));
+  // CUDA devices in a build without CUDA, or none: refused here.
+  HARMONY_ASSIGN_OR_RETURN(std::vector<DeviceInfo> infos, DescribeDevices(options.devices));
+  if (infos.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no devices: ", options.devices.ToString()));
   }
   if (options.state_dir.empty()) return absl::InvalidArgumentError("no state directory given");
   if (options.max_queued < 1) {
@@ -139,6 +135,13 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->server_devices = options.devices;
+  impl->options.devices.count = static_cast<int>(infos.size());
+  impl->options.devices.capacity = infos[0].capacity;
+  for (const DeviceInfo& i : infos) {
+    impl->options.devices.capacity = std::min(impl->options.devices.capacity, i.capacity);
+  }
+  impl->device_infos = std::move(infos);
   HARMONY_ASSIGN_OR_RETURN(JobStore store, JobStore::Open(options.state_dir));
   impl->store.emplace(std::move(store));
   HARMONY_ASSIGN_OR_RETURN(PathPolicy paths,
@@ -156,7 +159,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   std::vector<JobRecord> records = impl->store->LoadAll(&problems);
   {
     absl::MutexLock lock(&impl->mu);
-    impl->device_owner.assign(options.devices.count, "");
+    impl->device_owner.assign(impl->options.devices.count, "");
     for (const std::string& p : problems) {
       if (options.log) options.log(absl::StrCat("warning: skipping a job record: ", p));
     }
@@ -197,8 +200,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
           impl->ChangeState(*j, JobState::kFailed,
                             absl::StrCat("daemon restarted and the plan is lost: ",
                                          plan.status().message()));
-        } else if (j->record.num_devices > options.devices.count ||
-                   j->record.device_memory_bytes > options.devices.capacity) {
+        } else if (j->record.num_devices > impl->options.devices.count ||
+                   j->record.device_memory_bytes > impl->options.devices.capacity) {
           impl->ChangeState(*j, JobState::kFailed,
                             absl::StrCat("daemon restarted with devices ",
                                          options.devices.ToString(), " too few or too small"));
@@ -275,12 +278,13 @@ absl::StatusOr<SubmitResult> JobManager::Submit(JobSpec spec) {
   if (static_cast<int>(config.num_devices()) > devices.count) {
     return absl::FailedPreconditionError(
         absl::StrCat("the plan needs ", config.num_devices(), " devices; this daemon has ",
-                     devices.count, " (", devices.ToString(), ")"));
+                     devices.count, " (", impl_->server_devices.ToString(), ")"));
   }
   if (config.device_memory_bytes() > devices.capacity) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the plan was made for devices of ", FormatBytes(config.device_memory_bytes()),
-        "; this daemon's have ", FormatBytes(devices.capacity), " (", devices.ToString(), ")"));
+        "; this daemon's have ", FormatBytes(devices.capacity), " (",
+        impl_->server_devices.ToString(), ")"));
   }
   const bool plan_bf16 = config.precision() == proto::BF16;
   if (spec.bf16.has_value() && *spec.bf16 != plan_bf16) {
@@ -598,14 +602,14 @@ void JobManager::Unwatch(const void* owner) {
 DevicesStatus JobManager::Devices() const {
   absl::MutexLock lock(&impl_->mu);
   DevicesStatus out;
-  out.kind = "cpu";
+  out.kind = impl_->server_devices.kind == common::DeviceSpec::Kind::kCuda ? "cuda" : "cpu";
   out.host_memory_bytes = impl_->host_total;
   out.host_reserved_bytes = impl_->host_reserved;
   for (int d = 0; d < static_cast<int>(impl_->device_owner.size()); ++d) {
     DeviceStatus s;
     s.index = d;
-    s.name = absl::StrCat("cpu:", d);
-    s.memory_bytes = impl_->options.devices.capacity;
+    s.name = impl_->device_infos[d].name;
+    s.memory_bytes = impl_->device_infos[d].capacity;
     s.job_id = impl_->device_owner[d];
     if (!s.job_id.empty()) {
       Impl::Job* job = impl_->Find(s.job_id);

@@ -27,6 +27,7 @@
 #include "executor/jobs/job_manager.h"
 #include "executor/jobs/path_policy.h"
 #include "executor/jobs/job_store.h"
+#include "executor/runtime/device.h"
 #include "executor/runtime/runtime.h"
 
 namespace harmony::executor {
@@ -61,8 +62,13 @@ struct JobManager::Impl {
     Listener listener;
   };
 
-  // Constant after Create.
+  // Constant after Create. options.devices' count and capacity are what
+  // the server's devices give (for "cuda": the GPUs and the smallest one's
+  // memory); `server_devices` is the spec as given, for the runtime, and
+  // `device_infos` each device's name and bytes.
   JobManagerOptions options;
+  common::DeviceSpec server_devices;
+  std::vector<DeviceInfo> device_infos;
   std::optional<JobStore> store;
   std::optional<PathPolicy> paths;  // What jobs may name.
   uint64_t host_total = 0;

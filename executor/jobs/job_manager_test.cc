@@ -328,6 +328,26 @@ TEST(JobManagerTest, SmallJobsRunSideBySide) {
   EXPECT_EQ(manager->WaitForEnd(b)->state, JobState::kCancelled);
 }
 
+// The server's devices as DescribeDevices gives them; CUDA in a build
+// without it refused with the remedy (scripts/gpu-check.sh's build takes it).
+TEST(JobManagerTest, DevicesAreDescribedAndCudaNeedsItsBuild) {
+  auto manager = *JobManager::Create(Options("described", 3));
+  const DevicesStatus d = manager->Devices();
+  EXPECT_EQ(d.kind, "cpu");
+  ASSERT_EQ(d.devices.size(), 3u);
+  EXPECT_EQ(d.devices[2].name, "cpu:2");
+  EXPECT_EQ(d.devices[2].memory_bytes, kDeviceBytes);
+  JobManagerOptions cuda = Options("cuda", 4);
+  cuda.devices.kind = common::DeviceSpec::Kind::kCuda;
+  absl::StatusOr<std::unique_ptr<JobManager>> refused = JobManager::Create(cuda);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("needs a CUDA build"), std::string::npos)
+      << refused.status();
+  JobManagerOptions none = Options("none", 0);
+  EXPECT_EQ(JobManager::Create(none).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(JobManagerTest, AFailingJobLeavesTheOthersAlone) {
   auto manager = *JobManager::Create(Options("failing", 2));
   // Data whose samples have the wrong shape: the job fails at start.

@@ -68,8 +68,14 @@ void JobManager::Impl::Run(Job* job) {
   std::string done_reason;
   {
     RuntimeOptions ro;
-    ro.devices = common::DeviceSpec{common::DeviceSpec::Kind::kCpu, spec.num_devices,
-                                    options.devices.capacity};
+    if (server_devices.kind == common::DeviceSpec::Kind::kCpu) {
+      ro.devices = common::DeviceSpec{common::DeviceSpec::Kind::kCpu, spec.num_devices,
+                                      options.devices.capacity};
+    } else {
+      // The partitions (or GPUs) the job was given, as the server names them.
+      ro.devices = server_devices;
+      ro.device_indices = spec.devices;
+    }
     ro.optimizer = spec.optimizer;
     ro.seed = spec.seed;
     ro.flush_denormal = spec.flush_denormal;

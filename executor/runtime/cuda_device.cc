@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "common/units.h"
 
 namespace harmony::executor {
@@ -287,8 +288,7 @@ class CudaDevice : public Device {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
-    const common::DeviceSpec& spec, int count) {
+absl::StatusOr<std::vector<DeviceInfo>> DescribeCudaDevices(const common::DeviceSpec& spec) {
   const int gpus = static_cast<int>(c10::cuda::device_count());
   if (gpus == 0) {
     return absl::FailedPreconditionError(
@@ -300,17 +300,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
     return absl::FailedPreconditionError(
         absl::StrCat(spec.ToString(), " names ", available, " GPUs; this machine has ", gpus));
   }
-  if (available < count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan needs ", count, " devices; ", spec.ToString(), " gives ", available,
-        partitions ? "" : " (cuda:NxSIZE makes N partitions of the GPUs)"));
-  }
-  // Initialise CUDA (and the allocator's per-GPU parts) before attaching.
-  at::empty({1}, at::TensorOptions().device(at::kCUDA, 0));
-  Ledger::Get();
-  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<DeviceInfo> out;
   std::vector<uint64_t> promised(gpus, 0);
-  for (int d = 0; d < count; ++d) {
+  for (int d = 0; d < available; ++d) {
     const auto gpu = static_cast<c10::DeviceIndex>(d % gpus);
     size_t free_bytes = 0, total_bytes = 0;
     {
@@ -324,11 +316,37 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
           spec.ToString(), ": partitions on GPU ", gpu, " would hold ",
           FormatBytes(promised[gpu]), "; it has ", FormatBytes(total_bytes)));
     }
-    const std::string name =
-        partitions ? absl::StrCat("cuda:", static_cast<int>(gpu), ".", d / gpus)
-                   : absl::StrCat("cuda:", static_cast<int>(gpu));
+    out.push_back({partitions ? absl::StrCat("cuda:", static_cast<int>(gpu), ".", d / gpus)
+                              : absl::StrCat("cuda:", static_cast<int>(gpu)),
+                   capacity});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
+    const common::DeviceSpec& spec, int count, const std::vector<int>& indices) {
+  HARMONY_ASSIGN_OR_RETURN(const std::vector<DeviceInfo> infos, DescribeCudaDevices(spec));
+  const int available = static_cast<int>(infos.size());
+  if (available < count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan needs ", count, " devices; ", spec.ToString(), " gives ", available,
+        spec.capacity > 0 ? "" : " (cuda:NxSIZE makes N partitions of the GPUs)"));
+  }
+  const int gpus = static_cast<int>(c10::cuda::device_count());
+  // Initialise CUDA (and the allocator's per-GPU parts) before attaching.
+  at::empty({1}, at::TensorOptions().device(at::kCUDA, 0));
+  Ledger::Get();
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int k = 0; k < count; ++k) {
+    const int d = indices.empty() ? k : indices[k];
+    if (d < 0 || d >= available) {
+      return absl::InternalError(absl::StrCat("device index ", d, " of ", spec.ToString(),
+                                              ", which has ", available));
+    }
+    const auto gpu = static_cast<c10::DeviceIndex>(d % gpus);
     const CUDAStream compute = c10::cuda::getStreamFromPool(false, gpu);
-    devices.push_back(std::make_unique<CudaDevice>(d, name, gpu, capacity, compute,
+    devices.push_back(std::make_unique<CudaDevice>(k, infos[d].name, gpu, infos[d].capacity,
+                                                   compute,
                                                    c10::cuda::getStreamFromPool(false, gpu),
                                                    c10::cuda::getStreamFromPool(false, gpu)));
   }

@@ -44,11 +44,15 @@
 
 namespace harmony::executor {
 
-// The first `count` devices of a CUDA `spec`. FailedPrecondition when there
-// is no GPU, fewer GPUs than asked, or partitions larger than their GPU's
-// share of its memory.
+// `count` devices of a CUDA `spec` (device.h's CreateDevices: the first
+// `count`, or spec's devices `indices`). FailedPrecondition when there is no
+// GPU, fewer GPUs than asked, or partitions larger than their GPU's share
+// of its memory.
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
-    const common::DeviceSpec& spec, int count);
+    const common::DeviceSpec& spec, int count, const std::vector<int>& indices);
+
+// Every device of a CUDA `spec`, as device.h's DescribeDevices.
+absl::StatusOr<std::vector<DeviceInfo>> DescribeCudaDevices(const common::DeviceSpec& spec);
 
 }  // namespace harmony::executor
 

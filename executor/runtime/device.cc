@@ -81,11 +81,35 @@ std::unique_ptr<Device> CreateVirtualCpuDevice(int index, uint64_t capacity) {
   return std::make_unique<VirtualCpuDevice>(index, capacity);
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(const common::DeviceSpec& spec,
-                                                                   int count) {
+absl::StatusOr<std::vector<DeviceInfo>> DescribeDevices(const common::DeviceSpec& spec) {
   if (spec.kind == common::DeviceSpec::Kind::kCuda) {
 #ifdef HARMONY_CUDA
-    return CreateCudaDevices(spec, count);
+    return DescribeCudaDevices(spec);
+#else
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this build runs on virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),
+        " needs a CUDA build (scripts/gpu-check.sh builds one on a GPU machine)"));
+#endif
+  }
+  if (spec.count < 1 || spec.capacity == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no devices: ", spec.ToString(), " (virtual CPU devices need a count and a size, e.g. "
+        "cpu:2x512MiB)"));
+  }
+  std::vector<DeviceInfo> out;
+  for (int d = 0; d < spec.count; ++d) out.push_back({absl::StrCat("cpu:", d), spec.capacity});
+  return out;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(
+    const common::DeviceSpec& spec, int count, const std::vector<int>& indices) {
+  if (!indices.empty() && static_cast<int>(indices.size()) != count) {
+    return absl::InternalError(absl::StrCat("CreateDevices: ", indices.size(),
+                                            " device indices for ", count, " devices"));
+  }
+  if (spec.kind == common::DeviceSpec::Kind::kCuda) {
+#ifdef HARMONY_CUDA
+    return CreateCudaDevices(spec, count, indices);
 #else
     return absl::FailedPreconditionError(absl::StrCat(
         "this build runs on virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),

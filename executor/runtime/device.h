@@ -139,10 +139,23 @@ c10::IValue ToHost(const c10::IValue& v);
 // the memory accounting (common/device_memory.h) on first use.
 std::unique_ptr<Device> CreateVirtualCpuDevice(int index, uint64_t capacity);
 
-// The first `count` devices of `spec`. FailedPrecondition when it has fewer,
-// or names CUDA devices in a build without CUDA.
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(const common::DeviceSpec& spec,
-                                                                   int count);
+// `count` devices of `spec`: the first `count`, or with `indices` (count
+// of them) those of spec's devices (a daemon's job on the server devices it
+// was given: on CUDA they say which GPU each partition is on).
+// FailedPrecondition when it has fewer, or names CUDA devices in a build
+// without CUDA.
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(
+    const common::DeviceSpec& spec, int count, const std::vector<int>& indices = {});
+
+// What `spec` gives, device by device, without making them: each one's name
+// as CreateDevices names it and its bytes (a whole GPU's memory for "cuda").
+// FailedPrecondition as CreateDevices; InvalidArgument for a CPU spec
+// without a count or a size.
+struct DeviceInfo {
+  std::string name;
+  uint64_t capacity = 0;
+};
+absl::StatusOr<std::vector<DeviceInfo>> DescribeDevices(const common::DeviceSpec& spec);
 
 }  // namespace harmony::executor
 

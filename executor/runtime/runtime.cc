@@ -123,7 +123,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   impl->options.bf16 = plan_bf16;
   impl->fp32_gradients = plan_bf16 && plan.config().fp32_gradients();
   // The devices.
-  HARMONY_ASSIGN_OR_RETURN(impl->devices, CreateDevices(options.devices, config.num_devices));
+  HARMONY_ASSIGN_OR_RETURN(impl->devices, CreateDevices(options.devices, config.num_devices,
+                                                        options.device_indices));
   for (const auto& dev : impl->devices) {
     if (options.check_device_memory && dev->capacity() < config.device_memory) {
       return absl::FailedPreconditionError(absl::StrCat(

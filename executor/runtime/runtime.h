@@ -57,8 +57,12 @@
 namespace harmony::executor {
 
 struct RuntimeOptions {
-  // The devices to train on: virtual CPU devices "cpu:NxSIZE".
+  // The devices to train on: virtual CPU devices "cpu:NxSIZE", or CUDA
+  // ("cuda", "cuda:NxSIZE") in a build with it.
   common::DeviceSpec devices;
+  // Which of `devices` the plan's devices are (one index each, in order);
+  // empty: the first ones (device.h's CreateDevices).
+  std::vector<int> device_indices;
   optim::OptimizerOptions optimizer;
   // Schedules, clipping, weight-decay groups (executor/runtime/recipe.h).
   TrainingRecipe recipe;

@@ -154,13 +154,11 @@ absl::StatusOr<double> UpdateTime(const std::vector<at::Tensor>& params,
 absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
                                                 const TrainingData& sample_in,
                                                 const ProfilerOptions& options) {
-  if (options.devices.kind == common::DeviceSpec::Kind::kCuda) {
-    return absl::FailedPreconditionError(
-        "profiling on CUDA devices is not built yet; use --devices "
-        "cpu:NxSIZE (virtual CPU devices)");
-  }
-  if (options.devices.capacity == 0 || options.devices.count < 1) {
-    return absl::InvalidArgumentError("devices need a count and a size");
+  std::unique_ptr<Target> own_target;
+  Target* target = options.target;
+  if (target == nullptr) {
+    HARMONY_ASSIGN_OR_RETURN(own_target, CreateTarget(options.devices));
+    target = own_target.get();
   }
   if (options.optimizer != "sgd" && options.optimizer != "adam" &&
       options.optimizer != "adamw") {
@@ -172,11 +170,10 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   }
   // Timed on the share of the cores a device of the plan computes on.
   HARMONY_ASSIGN_OR_RETURN(const int threads, common::ThreadsPerDevice(options.threads_per_device,
-                                                                       options.devices.count));
+                                                                       target->count()));
   common::ScopedIntraOpThreads on_device_threads(threads);
   // The runtime's denormal policy, here and on every thread started below.
   common::ScopedFlushDenormal denormals(options.flush_denormal);
-  common::InstallDeviceMemoryAccounting();
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
@@ -221,7 +218,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   Context c;
   c.d = d.get();
   c.loss = options.loss;
-  c.capacity = options.devices.capacity;
+  c.target = target;
+  c.capacity = target->capacity();
   c.takes_targets = takes_targets;
   const int n = d->num_vlayers();
   c.params.resize(n);
@@ -305,10 +303,10 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   identity->set_has_batch_statistics(batch_statistics);
 
   proto::Profile* profile = file.mutable_profile();
-  profile->set_device_kind("cpu");
-  profile->set_device_name("virtual CPU device");
-  profile->set_device_memory_bytes(options.devices.capacity);
-  profile->set_num_devices(options.devices.count);
+  profile->set_device_kind(target->kind());
+  profile->set_device_name(target->name());
+  profile->set_device_memory_bytes(target->capacity());
+  profile->set_num_devices(target->count());
   profile->set_optimizer(options.optimizer);
   profile->set_repeats(options.repeats);
   profile->set_backward_peak_with_gradients(true);
@@ -395,7 +393,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
         bf[k] = rows[k].backward_fits();
       }
       HARMONY_ASSIGN_OR_RETURN(ChainTimes alone, MeasureInTurn(c, options.repeats, 0, ff, bf));
-      const int others = static_cast<int>(options.devices.count) - 1;
+      const int others = target->count() - 1;
       std::optional<ChainTimes> busy;
       if (others > 0) {
         HARMONY_ASSIGN_OR_RETURN(busy, MeasureInTurn(c, options.repeats, others, ff, bf));
@@ -455,7 +453,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     return absl::ResourceExhaustedError(absl::StrCat(
         "even a microbatch of ", row.size(), " does not fit: vLayer ", k, " (",
         d->vlayers()[k].scope, ")'s ", row.forward_fits() ? "backward" : "forward",
-        " needs more than the ", common::FormatBytes(options.devices.capacity),
+        " needs more than the ", common::FormatBytes(target->capacity()),
         " of a device; give more device memory or a finer --granularity"));
   }
   // The largest size that fits, between the last power of two that fit and
@@ -498,7 +496,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   profile->set_max_backward_microbatch(static_cast<uint32_t>(bwd_max));
   say("measuring copy bandwidth");
   HARMONY_ASSIGN_OR_RETURN(*profile->mutable_bandwidths(),
-                           MeasureBandwidths(options.devices, options.repeats));
+                           target->MeasureBandwidths(options.repeats));
   say("measuring the matrix multiply rate");
   HARMONY_ASSIGN_OR_RETURN(const double gemm, MeasureGemmRate(options.repeats));
   profile->set_gemm_flop_per_s(gemm);
@@ -590,6 +588,10 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
       common::FormatBandwidth(bw.device_to_host_bytes_per_s()), p.num_devices(),
       common::FormatBandwidth(bw.host_link_all_devices_bytes_per_s()),
       common::FormatBandwidth(bw.peer_bytes_per_s()));
+  if (bw.both_directions_bytes_per_s() > 0) {
+    absl::StrAppendFormat(&out, "both directions at once: %s each way\n",
+                          common::FormatBandwidth(bw.both_directions_bytes_per_s()));
+  }
   if (bw.transfer_latency_s() > 0 || bw.sleep_overshoot_s() > 0) {
     absl::StrAppendFormat(
         &out,

@@ -33,10 +33,17 @@
 
 namespace harmony::planner {
 
+class Target;  // target.h.
+
 inline constexpr uint32_t kProfileSchemaVersion = 1;
 
 struct ProfilerOptions {
+  // Virtual CPU devices "cpu:NxSIZE", or CUDA ("cuda", "cuda:N",
+  // "cuda:NxSIZE") in a build with it.
   common::DeviceSpec devices;
+  // Where the vLayers run (borrowed, outlives the call; target.h); null:
+  // CreateTarget(devices). Tests give a fake.
+  Target* target = nullptr;
   // vLayer granularity (see common::DecomposeOptions).
   int granularity = 0;
   // Cut vLayers holding more parameter bytes than this along their modules
@@ -82,7 +89,8 @@ struct ProfilerOptions {
 // Errors: the file is not TorchScript, or forward does not match the sample
 // (InvalidArgument, showing forward's arguments and the sample's tensors);
 // even one sample does not fit a device (ResourceExhausted, with the peak
-// and the capacity); CUDA asked of a build without it (FailedPrecondition).
+// and the capacity); CUDA asked of a build without it, or of a machine
+// without a GPU (FailedPrecondition).
 absl::StatusOr<proto::ProfileFile> ProfileModel(
     const std::string& model_path, const common::TrainingData& sample,
     const ProfilerOptions& options);

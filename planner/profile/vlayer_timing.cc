@@ -28,8 +28,6 @@
 
 namespace harmony::planner::timing {
 
-using common::DeviceMemory;
-using common::DeviceMemoryScope;
 using machine::Median;
 using machine::Now;
 
@@ -43,8 +41,8 @@ std::vector<c10::IValue> Context::InputsOf(int k) const {
 
 namespace {
 
-at::Tensor OnDevice(const at::Tensor& t, bool requires_grad) {
-  at::Tensor copy = t.detach().clone();
+at::Tensor OnDevice(const Context& c, const at::Tensor& t, bool requires_grad) {
+  at::Tensor copy = c.target->ToDevice(t);
   if (requires_grad && at::isFloatingType(copy.scalar_type())) {
     copy.requires_grad_(true);
   }
@@ -53,7 +51,7 @@ at::Tensor OnDevice(const at::Tensor& t, bool requires_grad) {
 
 
 
-// What one run of vLayer k reads, copied onto the device whose scope is
+// What one run of vLayer k reads, copied onto the device of the scope
 // active on the calling thread: its weights (with zeroed gradients when
 // `with_gradients`, as in the runtime from a task's second microbatch on;
 // the backward adds into them), its inputs and the targets.
@@ -66,17 +64,17 @@ struct Prepared {
 Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
   Prepared p;
   for (const at::Tensor& t : c.params[k]) {
-    p.params.push_back(OnDevice(t, backward && t.requires_grad()));
+    p.params.push_back(OnDevice(c, t, backward && t.requires_grad()));
   }
-  for (const at::Tensor& b : c.buffers[k]) p.buffers.push_back(OnDevice(b, false));
+  for (const at::Tensor& b : c.buffers[k]) p.buffers.push_back(OnDevice(c, b, false));
   p.inputs = c.InputsOf(k);
   for (c10::IValue& v : p.inputs) {
-    if (v.isTensor()) v = OnDevice(v.toTensor(), backward);
+    if (v.isTensor()) v = OnDevice(c, v.toTensor(), backward);
   }
-  for (const at::Tensor& t : c.targets) p.targets.push_back(OnDevice(t, false));
+  for (const at::Tensor& t : c.targets) p.targets.push_back(OnDevice(c, t, false));
   if (backward && !c.output_grads.empty()) {
     for (const at::Tensor& g : c.output_grads[k]) {
-      p.output_grads.push_back(g.defined() ? OnDevice(g, false) : at::Tensor());
+      p.output_grads.push_back(g.defined() ? OnDevice(c, g, false) : at::Tensor());
     }
   }
   if (backward && with_gradients) {
@@ -130,10 +128,10 @@ BackwardRoots RootsOf(const Context& c, int k, const std::vector<c10::IValue>& o
 
 // Runs vLayer k's forward (or forward + backward) on `p`; throws as
 // LibTorch does (an allocation over the device's cap: OutOfMemoryError).
-// Returns the seconds it took; `saved` (may be null): what the forward's
-// graph keeps for the backward on `memory`.
+// Returns the seconds it took, up to the target's Synchronize; `saved` (may
+// be null): what the forward's graph keeps for the backward on `memory`.
 double Execute(const Context& c, int k, bool backward, Prepared& p,
-               DeviceMemory* memory = nullptr, uint64_t* saved = nullptr) {
+               Target::Meter* memory = nullptr, uint64_t* saved = nullptr) {
   c10::AutoGradMode grad_mode(backward);
   common::Autocast autocast(c.bf16);
   const uint64_t before = memory != nullptr ? memory->used() : 0;
@@ -164,6 +162,7 @@ double Execute(const Context& c, int k, bool backward, Prepared& p,
       }
     }
   }
+  c.target->Synchronize();
   return Now() - start;
 }
 
@@ -259,20 +258,24 @@ absl::Status OutputGradients(Context& c) {
 }
 
 absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int64_t u,
-                                    bool with_gradients, DeviceMemory* device) {
-  std::optional<DeviceMemory> fresh;
-  if (device == nullptr) device = &fresh.emplace("cpu:0", c.capacity);
-  DeviceMemory& memory = *device;
+                                    bool with_gradients, Target::Meter* device) {
+  std::unique_ptr<Target::Meter> fresh;
+  if (device == nullptr) {
+    fresh = c.target->NewMeter(c.capacity);
+    device = fresh.get();
+  }
+  Target::Meter& memory = *device;
   memory.ResetPeak();
   Measurement m;
   double elapsed = 0;
+  const std::string activity = absl::StrCat("vLayer ", k, backward ? " backward" : " forward",
+                                            ", microbatch ", u);
   absl::Status status = common::CallTorch("", [&] {
-    DeviceMemoryScope scope(
-        &memory, absl::StrCat("vLayer ", k, backward ? " backward" : " forward",
-                              ", microbatch ", u));
+    std::unique_ptr<Target::Scope> scope = memory.Enter(0, Target::Role::kCompute, activity);
     Prepared p = Prepare(c, k, backward, with_gradients);
     elapsed = Execute(c, k, backward, p, &memory, &m.saved);
   });
+  if (status.ok()) status = memory.CheckPeak(activity);
   if (absl::IsResourceExhausted(status)) {
     m.fits = false;
     m.peak = memory.peak();
@@ -295,7 +298,7 @@ absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int6
 // memory only.
 absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int64_t u,
                                     int repeats, bool warm_up) {
-  auto device = std::make_unique<DeviceMemory>("cpu:0", c.capacity);
+  std::unique_ptr<Target::Meter> device = c.target->NewMeter(c.capacity);
   HARMONY_ASSIGN_OR_RETURN(Measurement first, RunOnce(c, k, backward, u, true, device.get()));
   if (!first.fits && backward) {
     // Too large beside the gradients it accumulates into (an embedding
@@ -307,7 +310,7 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
     if (!fresh.fits) return first;
     Context uncapped = c;
     uncapped.capacity = std::numeric_limits<uint64_t>::max() / 4;
-    device = std::make_unique<DeviceMemory>("cpu:0", uncapped.capacity);
+    device = c.target->NewMeter(uncapped.capacity);
     HARMONY_ASSIGN_OR_RETURN(first, RunOnce(uncapped, k, backward, u, true, device.get()));
     if (!first.fits) return first;
     first.first_peak = fresh.peak;
@@ -346,12 +349,14 @@ struct Step {
 // step's weights and inputs onto the device one step ahead (the prefetch)
 // while the calling thread computes the step before, so the compute reads
 // what another core wrote, beside that core's copying. Returns each step's
-// compute seconds; with `stop`, ends early when it is set (a neighbour).
+// compute seconds; with `stop`, ends early when it is set (a neighbour, on
+// lane `lane` of the target).
 absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::vector<Step>& steps,
-                                                 const std::atomic<bool>* stop) {
+                                                 const std::atomic<bool>* stop, int lane) {
   const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
   // Fits were measured already: no cap here (two steps' copies at once).
-  DeviceMemory memory("cpu:0", std::numeric_limits<uint64_t>::max() / 4);
+  std::unique_ptr<Target::Meter> memory =
+      c.target->NewMeter(std::numeric_limits<uint64_t>::max() / 4);
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Prepared> ready;
@@ -359,7 +364,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   absl::Status copy_status;
   std::thread copier([&] {
     common::SetCallingThreadIntraOpThreads(threads);
-    DeviceMemoryScope scope(&memory, "copies");
+    std::unique_ptr<Target::Scope> scope = memory->Enter(lane, Target::Role::kCopyIn, "copies");
     for (const Step& step : steps) {
       {
         std::unique_lock<std::mutex> lock(mu);
@@ -387,6 +392,8 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   bool finishing = false;
   std::thread copy_out([&] {
     common::SetCallingThreadIntraOpThreads(threads);
+    std::unique_ptr<Target::Scope> scope =
+        memory->Enter(lane, Target::Role::kCopyOut, "copies out");
     std::map<std::pair<int, size_t>, at::Tensor> host_grads;
     while (true) {
       int k = 0;
@@ -402,13 +409,13 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       common::CallTorch("", [&] {
         c10::NoGradGuard no_grad;
         for (const c10::IValue& v : p.outputs) {
-          if (v.isTensor()) v.toTensor().detach().clone();
+          if (v.isTensor()) c.target->ToHost(v.toTensor());
         }
         for (size_t j = 0; j < p.params.size(); ++j) {
           const at::Tensor& g = p.params[j].grad();
           if (!g.defined()) continue;
           at::Tensor& acc = host_grads[{k, j}];
-          at::Tensor copy = g.detach().clone();
+          at::Tensor copy = c.target->ToHost(g);
           if (acc.defined()) {
             acc.add_(copy);
           } else {
@@ -421,7 +428,8 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   std::vector<double> times;
   absl::Status status;
   {
-    DeviceMemoryScope scope(&memory, "compute");
+    std::unique_ptr<Target::Scope> scope =
+        memory->Enter(lane, Target::Role::kCompute, "compute");
     for (const Step& step : steps) {
       Prepared p;
       {
@@ -492,14 +500,14 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int othe
   std::vector<std::thread> neighbours;
   const int threads = common::CallingThreadIntraOpThreads();
   for (int i = 0; i < others; ++i) {
-    neighbours.emplace_back([&] {
+    neighbours.emplace_back([&, lane = i + 1] {
       common::SetCallingThreadIntraOpThreads(threads);
       while (!stop.load()) {
-        if (!RunPipelined(c, steps, &stop).ok()) return;
+        if (!RunPipelined(c, steps, &stop, lane).ok()) return;
       }
     });
   }
-  absl::StatusOr<std::vector<double>> times = RunPipelined(c, steps, nullptr);
+  absl::StatusOr<std::vector<double>> times = RunPipelined(c, steps, nullptr, 0);
   stop = true;
   for (std::thread& t : neighbours) t.join();
   if (!times.ok()) return times.status();

@@ -1,7 +1,10 @@
-// Timing one vLayer of a decomposed model on a virtual CPU device, for the
-// profiler (profiler.cc): one run with its memory peaks, the median of
-// repeats, and the vLayers in turn as a device of the runtime runs them.
-// Internal to planner/profile.
+// Timing one vLayer of a decomposed model on a device of the profile's
+// target (target.h: a virtual CPU device or a GPU), for the profiler
+// (profiler.cc): one run with its memory peaks, the median of repeats, and
+// the vLayers in turn as a device of the runtime runs them. Every time
+// runs up to the target's Synchronize (on a GPU, until the work queued is
+// done: launch costs included, as the runtime pays them). Internal to
+// planner/profile.
 //
 // Thread-safety: the functions may run on several threads at once over one
 // Context (they only read it).
@@ -18,8 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/decomposer.h"
-#include "common/device_memory.h"
 #include "common/loss.h"
+#include "planner/profile/target.h"
 
 namespace harmony::planner::timing {
 
@@ -47,6 +50,9 @@ struct Context {
   // undefined tensor where the loss does not depend on it), set by
   // OutputGradients; a backward is timed on them. Empty: on ones.
   std::vector<std::vector<at::Tensor>> output_grads;
+  // Where the vLayers run (borrowed; outlives the context) and the bytes
+  // of one device.
+  Target* target = nullptr;
   uint64_t capacity = 0;
   // bf16 parameters (already in params) and every vLayer and loss run under
   // autocast to bf16 (ProfilerOptions::bf16).
@@ -74,8 +80,8 @@ absl::Status OutputGradients(Context& c);
 absl::StatusOr<uint64_t> KeptBytes(const Context& c, int k);
 
 // One run of vLayer k's forward (or recompute + backward) with its weights
-// and inputs copied onto `device` (a fresh one of the context's capacity
-// when null). Repeats share a device, so that they reuse its cache of freed
+// and inputs copied onto the device `device` meters (a fresh one of the
+// context's capacity when null). Repeats share a device, so that they reuse its cache of freed
 // storages as the runtime's devices do from their second iteration on: a
 // fresh allocation of a large activation costs page faults the runtime
 // does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
@@ -84,7 +90,7 @@ absl::StatusOr<uint64_t> KeptBytes(const Context& c, int k);
 // false; InvalidArgument when the vLayer fails otherwise.
 absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int64_t u,
                                     bool with_gradients = true,
-                                    common::DeviceMemory* device = nullptr);
+                                    Target::Meter* device = nullptr);
 
 // Median of `repeats` runs, after a warm-up run when `warm_up` (a vLayer's
 // first call is the slow one; later sizes need none). repeats 0: one run,

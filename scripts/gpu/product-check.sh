@@ -41,6 +41,9 @@ step "1. a zoo GPT (4 blocks) and 64 samples of its token data"
 step "2. profiled on $profile_devices, planned for $gpus device(s) of 2 MiB (it must swap)"
 "$plan_tool" profile "$out/gpt.pt" --sample-input "$out/gpt_data.pt" \
   --devices "$profile_devices" --max-microbatch 32 --profile-out "$out/gpt.profile.json"
+kind=${profile_devices%%:*}
+grep -q "\"device_kind\": \"$kind\"" "$out/gpt.profile.json" ||
+  fail "the profile does not say it was measured on $kind devices"
 "$plan_tool" "$out/gpt.pt" --profile "$out/gpt.profile.json" --gpus "$gpus" --device-memory 2MiB \
   --minibatch 32 -o "$out/gpt.plan.pb"
 
@@ -86,7 +89,8 @@ if ctl watch "$long"; then fail "job $long ran to its end though cancelled"; fi
 ctl status "$long" | tee "$out/cancelled.txt"
 grep -qi cancel "$out/cancelled.txt" || fail "job $long does not say it was cancelled"
 ctl list
-ctl devices
+ctl devices | tee "$out/devices.txt"
+grep -q "${devices%%:*}:0" "$out/devices.txt" || fail "the daemon's devices are not ${devices%%:*}'s"
 kill -TERM "$daemon"
 wait "$daemon" || true
 trap - EXIT

@@ -9,6 +9,8 @@
 // plan's byte counts, peaks under each partition's cap, the out-of-memory
 // error, and bad specs.
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -23,6 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
 #include "common/files.h"
+#include "common/device_spec.h"
+#include "executor/runtime/device.h"
 #include "executor/runtime/reference.h"
 #include "executor/runtime/runtime.h"
 #include "gtest/gtest.h"
@@ -307,6 +311,70 @@ TEST(CudaRuntimeTest, SpecsTheMachineCannotGiveAreRefused) {
   s = Runtime::Create(plan, m.path, Options("cuda:2x100000GiB", "sgd")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   std::printf("refusals read: %s\n", std::string(s.message()).c_str());
+}
+
+// harmony-plan profile --devices cuda...: the vLayers timed and their peaks
+// read on a partition of the GPU, bandwidths with pinned buffers.
+TEST(CudaRuntimeTest, ProfilesOnTheGpu) {
+  const Model& m = GetModel("gpt");
+  planner::ProfilerOptions p;
+  p.devices = *common::ParseDeviceSpec("cuda:2x1GiB");
+  p.max_microbatch = 16;
+  p.repeats = 3;
+  absl::StatusOr<proto::ProfileFile> file = planner::ProfileModel(m.path, m.data, p);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const proto::Profile& g = file->profile();
+  std::printf("%s", planner::ProfileSummary(*file).c_str());
+  EXPECT_EQ(g.device_kind(), "cuda");
+  EXPECT_NE(g.device_name().find("partitions of 1.00 GiB"), std::string::npos) << g.device_name();
+  EXPECT_EQ(g.device_memory_bytes(), 1ull << 30);
+  EXPECT_EQ(g.num_devices(), 2u);
+  EXPECT_EQ(g.max_backward_microbatch(), 16u);
+  for (const proto::VLayerProfile& v : g.vlayers()) {
+    for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
+      EXPECT_TRUE(r.forward_fits() && r.backward_fits());
+      EXPECT_GT(r.forward_time_s(), 0);
+      EXPECT_GT(r.backward_time_s(), 0);
+      EXPECT_GT(r.forward_time_busy_s(), 0);
+      EXPECT_GT(r.backward_peak_bytes(), 0u) << "vLayer " << v.vlayer() << " u " << r.size();
+    }
+    // Activations grow with the microbatch.
+    EXPECT_GT(v.by_microbatch(v.by_microbatch_size() - 1).backward_peak_bytes(),
+              v.by_microbatch(0).backward_peak_bytes());
+  }
+  const proto::Bandwidths& bw = g.bandwidths();
+  EXPECT_GT(bw.host_to_device_bytes_per_s(), 1e9);
+  EXPECT_GT(bw.device_to_host_bytes_per_s(), 1e9);
+  EXPECT_GT(bw.both_directions_bytes_per_s(), 1e9);
+  EXPECT_GT(bw.host_link_all_devices_bytes_per_s(), 1e9);
+  EXPECT_GT(bw.peer_bytes_per_s(), bw.host_to_device_bytes_per_s());
+  EXPECT_GT(bw.transfer_latency_s(), 0);
+  // A partition too small for the larger microbatches: probed down, as on
+  // the CPU, from the peaks the caching allocator saw.
+  uint64_t peak8 = 0;
+  for (const proto::VLayerProfile& v : g.vlayers()) {
+    for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
+      if (r.size() == 8) peak8 = std::max(peak8, r.backward_peak_bytes());
+    }
+  }
+  p.devices = *common::ParseDeviceSpec(absl::StrCat("cuda:2x", peak8, "B"));
+  p.repeats = 1;
+  file = planner::ProfileModel(m.path, m.data, p);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_GE(file->profile().max_backward_microbatch(), 4u);
+  EXPECT_LT(file->profile().max_backward_microbatch(), 16u);
+}
+
+// The daemon's view of cuda:NxSIZE (DescribeDevices): partitions named by
+// their GPU, in turn.
+TEST(CudaRuntimeTest, PartitionsAreDescribed) {
+  absl::StatusOr<std::vector<DeviceInfo>> d =
+      DescribeDevices(*common::ParseDeviceSpec("cuda:4x11GiB"));
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->size(), 4u);
+  const int gpus = static_cast<int>(c10::cuda::device_count());
+  EXPECT_EQ((*d)[1].name, gpus == 1 ? "cuda:0.1" : "cuda:1.0");
+  EXPECT_EQ((*d)[3].capacity, 11ull << 30);
 }
 
 }  // namespace
