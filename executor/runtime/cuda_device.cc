@@ -261,6 +261,27 @@ class CudaDevice : public Device {
     return out;
   }
 
+  // One allocation and one copy of `flat` (pinned: issued without waiting
+  // for the host), then views at each parameter's place in it; views that
+  // are not `flat`'s are copied one by one.
+  std::vector<at::Tensor> ToDeviceFlat(const at::Tensor& flat, const std::vector<at::Tensor>& views,
+                                       const std::string& activity) override {
+    for (const at::Tensor& v : views) {
+      if (!v.is_alias_of(flat) || v.scalar_type() != flat.scalar_type()) {
+        return ToDeviceMany(views, activity);
+      }
+    }
+    const at::Tensor on_device = ToDeviceMany({flat}, activity).front();
+    std::vector<at::Tensor> out;
+    out.reserve(views.size());
+    for (const at::Tensor& v : views) {
+      out.push_back(on_device.as_strided(
+          v.sizes(), v.strides(),
+          on_device.storage_offset() + (v.storage_offset() - flat.storage_offset())));
+    }
+    return out;
+  }
+
   // A fresh thread may get a cuBLAS handle of its own, with a workspace of
   // its own on the compute stream: taken now, outside the accounting.
   void StartCompute() override {

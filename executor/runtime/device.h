@@ -90,6 +90,17 @@ class Device {
     return out;
   }
 
+  // Copies of `views` (tensors whose storage is `flat`'s: a vLayer's
+  // parameters in the host store's flat buffer) on this device, made on
+  // the calling thread. A CUDA device makes one allocation and one copy of
+  // `flat` and returns views of it (a weight swap at the link's full
+  // speed, nothing allocated per parameter); the virtual CPU device copies
+  // each view (ToDeviceMany), as before.
+  virtual std::vector<at::Tensor> ToDeviceFlat(const at::Tensor& flat,
+                                               const std::vector<at::Tensor>& views,
+                                               const std::string& activity) {
+    return ToDeviceMany(views, activity);
+  }
   // On the compute thread, before it computes (a CUDA device makes its
   // compute stream the thread's current stream).
   virtual void StartCompute() {}

@@ -473,4 +473,13 @@ uint64_t HostStore::optimizer_state_bytes() const {
   return bytes;
 }
 
+at::Tensor HostStore::flat_params_if_all_owned(int k) const {
+  const Layer& h = *layers_[k];
+  if (h.params.empty()) return at::Tensor();
+  for (bool o : h.owned) {
+    if (!o) return at::Tensor();
+  }
+  return h.flat_params;
+}
+
 }  // namespace harmony::executor

@@ -61,6 +61,10 @@ class HostStore {
   // Master weights of vLayer k, in its parameter order (a borrowed one is
   // the owner's).
   const std::vector<at::Tensor>& params(int k) const { return layers_[k]->params; }
+  // The flat buffer params(k) are views of, when vLayer k owns every one of
+  // its parameters (none tied to an earlier vLayer's): a weight swap then
+  // moves it in one copy (Device::ToDeviceFlat). Undefined otherwise.
+  at::Tensor flat_params_if_all_owned(int k) const;
   // A snapshot of vLayer k's buffers. Thread-safe.
   std::vector<at::Tensor> buffers(int k) const;
   // Replaces them. Thread-safe.

@@ -82,7 +82,13 @@ Runtime::Impl::WeightsResult Runtime::Impl::LoadWeights(int d, int id, int room_
         auto on_host = PlaceOnHost();
         source = common::AsBf16(source, bf16_params[k]);
       }
-      ps = devices[d]->ToDeviceMany(source, label);
+      // The vLayer's parameters in one copy where they are one flat buffer
+      // on the host (as the store keeps fp32 masters it owns).
+      const at::Tensor flat = from_peer || !bf16_params.empty()
+                                  ? at::Tensor()
+                                  : host->flat_params_if_all_owned(k);
+      ps = flat.defined() ? devices[d]->ToDeviceFlat(flat, source, label)
+                          : devices[d]->ToDeviceMany(source, label);
       bs = devices[d]->ToDeviceMany(buffers, label);
       uint64_t param_bytes = 0, buffer_bytes = 0;
       for (at::Tensor& t : ps) {

@@ -1,0 +1,57 @@
+#include "executor/runtime/host_store.h"
+
+#include <memory>
+#include <string>
+
+#include <torch/script.h>
+
+#include "common/decomposer.h"
+#include "gtest/gtest.h"
+
+namespace harmony::executor {
+namespace {
+
+// A vLayer that owns all its parameters offers its flat buffer (a weight
+// swap's one copy; params(k) are views of it, in order and packed); one
+// whose parameter is tied to an earlier vLayer's (GPT-2's lm_head.weight =
+// wte.weight) does not.
+TEST(HostStoreTest, FlatBufferOfAVLayerThatOwnsAllItsParameters) {
+  torch::jit::Module model = torch::jit::load("tests/suite/gpt2_tied.pt");
+  absl::StatusOr<std::unique_ptr<common::Decomposition>> d =
+      common::Decomposition::Create(model, common::DecomposeOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<std::unique_ptr<HostStore>> store =
+      HostStore::Create(model, **d, optim::OptimizerOptions{});
+  ASSERT_TRUE(store.ok()) << store.status();
+  int flat = 0, tied = 0;
+  for (int k = 0; k < (*store)->num_vlayers(); ++k) {
+    const std::vector<at::Tensor>& params = (*store)->params(k);
+    const at::Tensor f = (*store)->flat_params_if_all_owned(k);
+    bool borrows = false;
+    for (int e = 0; e < k; ++e) {
+      for (const at::Tensor& p : params) {
+        for (const at::Tensor& q : (*store)->params(e)) borrows = borrows || p.is_same(q);
+      }
+    }
+    if (borrows) {
+      ++tied;
+      EXPECT_FALSE(f.defined()) << "vLayer " << k << " reads a tied parameter";
+      continue;
+    }
+    if (params.empty()) continue;
+    ASSERT_TRUE(f.defined()) << "vLayer " << k;
+    ++flat;
+    int64_t at = f.storage_offset();
+    for (const at::Tensor& p : params) {
+      EXPECT_TRUE(p.is_alias_of(f));
+      EXPECT_EQ(p.storage_offset(), at);
+      at += p.numel();
+    }
+    EXPECT_EQ(at - f.storage_offset(), f.numel());
+  }
+  EXPECT_GT(flat, 0);
+  EXPECT_EQ(tied, 1);
+}
+
+}  // namespace
+}  // namespace harmony::executor
