@@ -1,10 +1,12 @@
 // Figures of the runtime on a real GPU (scripts/gpu-check.sh --bench):
 //   1. pinned host<->device copy bandwidth, one direction and both at once;
-//   2. a zoo GPT of a few hundred MiB trained on two partitions of the GPU
-//      whose caps force weight swapping (vPP, one vLayer per pack), against
-//      the same plan's compute alone: how much of the swapping is hidden,
-//      and the host-to-device throughput of the weight swaps during
-//      training against the pinned bandwidth of 1.
+//   2. a zoo GPT of a few hundred MiB, profiled on the GPU, trained on
+//      one and two partitions of it
+//      whose caps force weight swapping (vPP, one vLayer per pack): how much
+//      of the swapping is hidden, the simulator's error, and the
+//      host-to-device throughput of the weight swaps during training (one
+//      copy per vLayer: Device::ToDeviceFlat) against the pinned bandwidth
+//      of 1.
 // Prints figures; asserts nothing (benchmarks are not tests).
 
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/device_spec.h"
 #include "common/tensor_file.h"
 #include "common/units.h"
 #include "executor/runtime/runtime.h"
@@ -115,19 +118,20 @@ void TrainAtScale() {
   const std::string path = "/tmp/bench_gpt.pt";
   if (!zoo::WriteZooModelAndData(o, path, path + ".data").ok()) return;
   common::TrainingData data = *common::LoadTrainingData(path + ".data");
+  // Profiled on the GPU (harmony-plan profile --devices cuda:2x32GiB): the
+  // simulator's figures are the GPU's.
   planner::ProfilerOptions p;
-  p.devices.count = 1;
-  p.devices.capacity = 64ull << 30;
+  p.devices = *common::ParseDeviceSpec("cuda:2x32GiB");
   p.max_microbatch = 8;
-  p.repeats = 1;
+  p.repeats = 3;
   const Clock::time_point t = Clock::now();
   absl::StatusOr<proto::ProfileFile> profile = planner::ProfileModel(path, data, p);
   if (!profile.ok()) {
     std::printf("profile: %s\n", profile.status().ToString().c_str());
     return;
   }
-  std::printf("host profile of the gpt (%d layers): %.1f s\n", profile->profile().vlayers_size(),
-              Seconds(t));
+  std::printf("GPU profile of the gpt (%d layers): %.1f s\n%s", profile->profile().vlayers_size(),
+              Seconds(t), planner::ProfileSummary(*profile).c_str());
   auto cost = *planner::CostModel::Create(*profile);
   const uint64_t weights = cost->WeightBytes(0, cost->num_layers()) ;
   std::printf("gpt depth 12 width 1024 seq 128 vocab 8192: %s of weights\n",
@@ -150,7 +154,7 @@ void TrainAtScale() {
     absl::StatusOr<planner::SimResult> sim = planner::Simulate(*cost, *g, false);
     const proto::Plan plan = planner::BuildPlan(*profile, *g, *sim, std::nullopt);
     RuntimeOptions ro;
-    // Partitions of 1.5x the simulated peak (host profile): a pack and the
+    // Partitions of 1.5x the simulated peak (GPU profile): a pack and the
     // next one's prefetch, far less than the weights.
     uint64_t sim_peak = 0;
     for (uint64_t b : plan.estimates().device_peak_bytes()) sim_peak = std::max(sim_peak, b);
@@ -188,10 +192,11 @@ void TrainAtScale() {
     const double n = static_cast<double>(ms.size() - 1);
     std::printf("vPP %d partition(s) of %s, microbatch 8, minibatch 64: %.3f s/iteration "
                 "(compute %.3f s summed over devices, waiting for swaps %.3f s, CPU optimizer %.3f s); "
-                "weights in %s/iteration; peak %s; simulated (host profile) %.3f s\n",
+                "weights in %s/iteration; peak %s; simulated (GPU profile) %.3f s, error %+.0f%%\n",
                 devices, common::FormatBytes(cap).c_str(), seconds / n, compute / n,
                 wait / n, optimizer / n, common::FormatBytes(weights_in / n).c_str(),
-                common::FormatBytes(peak).c_str(), sim->iteration_s);
+                common::FormatBytes(peak).c_str(), sim->iteration_s,
+                100.0 * (sim->iteration_s - seconds / n) / (seconds / n));
     // Over all 4 iterations.
     uint64_t all_in = 0;
     for (const auto& m : ms) all_in += m.bytes.weights_in;
