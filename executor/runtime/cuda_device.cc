@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/cuda_warm_up.h"
 #include "common/status.h"
 #include "common/units.h"
 
@@ -180,24 +181,10 @@ std::function<void()> UseStream(CUDAStream stream) {
   };
 }
 
-// cuBLAS keeps a workspace per handle (one per thread) and stream (32 MiB with the deterministic
-// CUBLAS_WORKSPACE_CONFIG=:4096:8), taken from the caching allocator at the
-// pair's first matrix product and never given back. Taken when the compute
-// thread starts, outside the device's accounting: a partition's cap bounds what the plan
-// holds, as the profile measured it.
-// The backward's products run on the autograd engine's thread for the GPU,
-// with a handle of its own: warmed up too.
-void WarmUp(CUDAStream stream) {
-  c10::cuda::CUDAStreamGuard guard(stream);
-  const auto o = at::TensorOptions().device(at::kCUDA, stream.device_index());
-  c10::AutoGradMode grad(true);
-  at::Tensor x = at::ones({16, 16}, o).requires_grad_(true);
-  at::Tensor w = at::ones({16, 16}, o).requires_grad_(true);
-  at::Tensor b = at::ones({16}, o).requires_grad_(true);
-  at::Tensor y = at::linear(x, w, b);
-  at::bmm(y.unsqueeze(0), y.unsqueeze(0)).sum().backward();
-  stream.synchronize();
-}
+// The cuBLAS workspaces are taken when the compute thread starts, outside
+// the device's accounting (common/cuda_warm_up.h): a partition's cap bounds
+// what the plan holds, as the profile measured it.
+using common::WarmUpCublas;
 
 class CudaDevice : public Device {
  public:
@@ -287,7 +274,7 @@ class CudaDevice : public Device {
   void StartCompute() override {
     UseStream(compute_)();
     account_->warming = true;
-    WarmUp(compute_);
+    WarmUpCublas(compute_);
     account_->warming = false;
   }
 

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -19,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/cuda_warm_up.h"
 #include "common/torch_status.h"
 #include "common/units.h"
 #include "planner/profile/machine.h"
@@ -57,20 +57,6 @@ struct Lane {
   CUDAStream compute, in, out;
 };
 
-// cuBLAS takes a workspace per handle (one per thread) and stream from the
-// caching allocator at the pair's first matrix product and keeps it: taken
-// here, before any meter's baseline, for the calling thread and for the
-// autograd engine's thread of the GPU (the backward's products).
-void WarmUp(CUDAStream stream) {
-  c10::cuda::CUDAStreamGuard guard(stream);
-  const auto o = at::TensorOptions().device(at::kCUDA, stream.device_index());
-  c10::AutoGradMode grad(true);
-  at::Tensor x = at::ones({16, 16}, o).requires_grad_(true);
-  at::Tensor w = at::ones({16, 16}, o).requires_grad_(true);
-  at::Tensor y = at::linear(x, w);
-  at::bmm(y.unsqueeze(0), y.unsqueeze(0)).sum().backward();
-  stream.synchronize();
-}
 
 class CudaTarget;
 
@@ -138,7 +124,7 @@ class CudaTarget : public Target {
     if (it != lanes_.end()) return it->second;
     Lane l{c10::cuda::getStreamFromPool(false, gpu_), c10::cuda::getStreamFromPool(false, gpu_),
            c10::cuda::getStreamFromPool(false, gpu_)};
-    WarmUp(l.compute);
+    common::WarmUpCublas(l.compute);  // Before any meter's baseline.
     lanes_.emplace(lane, l);
     return l;
   }
