@@ -93,28 +93,32 @@ class CudaMeter : public Target::Meter {
 
 class CudaTarget : public Target {
  public:
-  CudaTarget(c10::DeviceIndex gpu, int count, uint64_t capacity, std::string name)
-      : gpu_(gpu), count_(count), capacity_(capacity), name_(std::move(name)) {}
+  // Lane i computes on GPU i % gpus, where the runtime puts device i
+  // (partitions in turn, or whole GPUs); the single runs, on lane 0, on
+  // GPU 0.
+  CudaTarget(int gpus, int count, uint64_t capacity, std::string name)
+      : gpus_(gpus), count_(count), capacity_(capacity), name_(std::move(name)) {}
 
   std::string kind() const override { return "cuda"; }
   std::string name() const override { return name_; }
   int count() const override { return count_; }
   uint64_t capacity() const override { return capacity_; }
   std::unique_ptr<Meter> NewMeter(uint64_t capacity) override {
-    return std::make_unique<CudaMeter>(this, gpu_, capacity);
+    return std::make_unique<CudaMeter>(this, kFirst, capacity);
   }
   at::Tensor ToDevice(const at::Tensor& t) override {
-    at::Tensor copy = t.detach().to(at::Device(at::kCUDA, gpu_), /*non_blocking=*/false,
-                                    /*copy=*/true);
-    c10::cuda::getCurrentCUDAStream(gpu_).synchronize();
+    // To the GPU of the scope's stream (CUDAStreamGuard set it current).
+    at::Tensor copy = t.detach().to(at::Device(at::kCUDA, c10::cuda::current_device()),
+                                    /*non_blocking=*/false, /*copy=*/true);
+    c10::cuda::getCurrentCUDAStream().synchronize();
     return copy;
   }
   at::Tensor ToHost(const at::Tensor& t) override {
     at::Tensor copy = t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
-    c10::cuda::getCurrentCUDAStream(gpu_).synchronize();
+    c10::cuda::getCurrentCUDAStream().synchronize();
     return copy;
   }
-  void Synchronize() override { c10::cuda::getCurrentCUDAStream(gpu_).synchronize(); }
+  void Synchronize() override { c10::cuda::getCurrentCUDAStream().synchronize(); }
   absl::StatusOr<proto::Bandwidths> MeasureBandwidths(int repeats) override;
 
   // Lane `lane`'s streams, made (and warmed up) at first use.
@@ -122,15 +126,17 @@ class CudaTarget : public Target {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = lanes_.find(lane);
     if (it != lanes_.end()) return it->second;
-    Lane l{c10::cuda::getStreamFromPool(false, gpu_), c10::cuda::getStreamFromPool(false, gpu_),
-           c10::cuda::getStreamFromPool(false, gpu_)};
+    const auto gpu = static_cast<c10::DeviceIndex>(lane % gpus_);
+    Lane l{c10::cuda::getStreamFromPool(false, gpu), c10::cuda::getStreamFromPool(false, gpu),
+           c10::cuda::getStreamFromPool(false, gpu)};
     common::WarmUpCublas(l.compute);  // Before any meter's baseline.
     lanes_.emplace(lane, l);
     return l;
   }
 
  private:
-  const c10::DeviceIndex gpu_;
+  static constexpr c10::DeviceIndex kFirst = 0;
+  const int gpus_;
   const int count_;
   const uint64_t capacity_;
   const std::string name_;
@@ -154,13 +160,15 @@ absl::StatusOr<proto::Bandwidths> CudaTarget::MeasureBandwidths(int repeats) {
   const int n = std::max(count_, 1);
   return common::CallTorch("measuring copy bandwidth on the GPU", [&] {
     const auto pinned = at::TensorOptions().dtype(at::kFloat).pinned_memory(true);
-    const auto gpu = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, gpu_);
+    auto on = [](const Lane& l) {
+      return at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, l.in.device_index());
+    };
     std::vector<at::Tensor> host, device;
     std::vector<Lane> lanes;
     for (int i = 0; i < n; ++i) {
       host.push_back(at::rand({elements}).to(pinned));
-      device.push_back(at::empty({elements}, gpu));
       lanes.push_back(StreamsOf(i));
+      device.push_back(at::empty({elements}, on(lanes.back())));
     }
     at::Tensor back = at::empty({elements}, pinned);
     auto time = [&](const std::function<void()>& fn) {
@@ -200,7 +208,7 @@ absl::StatusOr<proto::Bandwidths> CudaTarget::MeasureBandwidths(int repeats) {
         lanes[1].out.synchronize();
       }));
     } else {
-      at::Tensor other = at::empty({elements}, gpu);
+      at::Tensor other = at::empty({elements}, on(lanes[0]));
       bw.set_both_directions_bytes_per_s(bytes / time([&] {
         h2d(0);
         {
@@ -227,7 +235,7 @@ absl::StatusOr<proto::Bandwidths> CudaTarget::MeasureBandwidths(int repeats) {
     // (while the other devices compute), and a small copy's round trip
     // (launch, DMA set-up, the stream's synchronisation).
     at::Tensor small_host = at::empty({1024}, pinned);
-    at::Tensor small = at::empty({1024}, gpu);
+    at::Tensor small = at::empty({1024}, on(lanes[0]));
     const double small_copy = time([&] {
       c10::cuda::CUDAStreamGuard g(lanes[0].in);
       small.copy_(small_host, /*non_blocking=*/true);
@@ -277,7 +285,7 @@ absl::StatusOr<std::unique_ptr<Target>> CreateCudaTarget(const common::DeviceSpe
         const uint64_t capacity = partitions ? spec.capacity : total_bytes;
         std::string name = prop.name;
         if (partitions) absl::StrAppend(&name, ", partitions of ", FormatBytes(capacity));
-        auto made = std::make_unique<CudaTarget>(gpu, count, capacity, std::move(name));
+        auto made = std::make_unique<CudaTarget>(gpus, count, capacity, std::move(name));
         made->StreamsOf(0);
         return std::unique_ptr<Target>(std::move(made));
       },

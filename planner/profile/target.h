@@ -7,8 +7,10 @@
 //
 // Streams (CUDA): each lane (one per device the plan will have, the
 // profiler's neighbours included) computes on a stream of its own and copies
-// on two more (in and out), so that lanes run side by side on one GPU as
-// the runtime's partitions do. ToDevice and ToHost return when the copy is
+// on two more (in and out), lane i on GPU i % (the GPUs) as the runtime
+// places device i, so that lanes run side by side as the runtime's devices
+// do (partitions of one GPU share it). Single runs and meters are lane 0's,
+// on GPU 0. ToDevice and ToHost return when the copy is
 // done; Synchronize waits for what the calling thread queued on its current
 // stream (a lane's compute stream inside its compute scope). A tensor made
 // on a copy stream is read on the compute stream only after the copy
@@ -76,8 +78,8 @@ class Target {
 
   // A fresh meter for one device of `capacity` bytes.
   virtual std::unique_ptr<Meter> NewMeter(uint64_t capacity) = 0;
-  // A copy of `t` on the device (inside a scope: counted, on its copy
-  // stream), done when it returns.
+  // A copy of `t` on the device (inside a scope: counted, on the scope's
+  // stream and its GPU), done when it returns.
   virtual at::Tensor ToDevice(const at::Tensor& t) = 0;
   // A host copy of the device tensor `t`, done when it returns.
   virtual at::Tensor ToHost(const at::Tensor& t) = 0;
