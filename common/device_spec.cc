@@ -59,4 +59,10 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   return spec;
 }
 
+absl::Status CudaBuildNeeded(const DeviceSpec& spec, absl::string_view does) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this build ", does, " virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),
+      " needs a CUDA build (scripts/gpu-check.sh builds one on a GPU machine)"));
+}
+
 }  // namespace harmony::common

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -31,6 +32,10 @@ struct DeviceSpec {
 
 // InvalidArgument quoting the text when it is neither form.
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text);
+
+// FailedPrecondition for a CUDA `spec` in a build without CUDA: this build
+// `does` (e.g. "runs") on virtual CPU devices only, with the remedy.
+absl::Status CudaBuildNeeded(const DeviceSpec& spec, absl::string_view does);
 
 }  // namespace harmony::common
 

@@ -86,9 +86,7 @@ absl::StatusOr<std::vector<DeviceInfo>> DescribeDevices(const common::DeviceSpec
 #ifdef HARMONY_CUDA
     return DescribeCudaDevices(spec);
 #else
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this build runs on virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),
-        " needs a CUDA build (scripts/gpu-check.sh builds one on a GPU machine)"));
+    return common::CudaBuildNeeded(spec, "runs on");
 #endif
   }
   if (spec.count < 1 || spec.capacity == 0) {
@@ -111,9 +109,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(
 #ifdef HARMONY_CUDA
     return CreateCudaDevices(spec, count, indices);
 #else
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this build runs on virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),
-        " needs a CUDA build (scripts/gpu-check.sh builds one on a GPU machine)"));
+    return common::CudaBuildNeeded(spec, "runs on");
 #endif
   }
   if (spec.count < count) {

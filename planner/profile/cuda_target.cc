@@ -241,9 +241,9 @@ absl::StatusOr<proto::Bandwidths> CudaTarget::MeasureBandwidths(int repeats) {
       small.copy_(small_host, /*non_blocking=*/true);
       lanes[0].in.synchronize();
     });
-    bw.set_transfer_latency_s(MeasureHandoff(n - 1, 0, 200) + small_copy);
-    bw.set_sleep_overshoot_s(
-        std::max(0.0, MeasureHandoff(n - 1, 1e-4, 200) - MeasureHandoff(n - 1, 0, 200)));
+    const double handoff = MeasureHandoff(n - 1, 0, 200);
+    bw.set_transfer_latency_s(handoff + small_copy);
+    bw.set_sleep_overshoot_s(std::max(0.0, MeasureHandoff(n - 1, 1e-4, 200) - handoff));
     return bw;
   });
 }

@@ -84,9 +84,7 @@ absl::StatusOr<std::unique_ptr<Target>> CreateTarget(const common::DeviceSpec& s
 #ifdef HARMONY_CUDA
     return CreateCudaTarget(spec);
 #else
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this build profiles virtual CPU devices only (cpu:NxSIZE); ", spec.ToString(),
-        " needs a CUDA build (scripts/gpu-check.sh builds one on a GPU machine)"));
+    return common::CudaBuildNeeded(spec, "profiles");
 #endif
   }
   if (spec.capacity == 0 || spec.count < 1) {
