@@ -30,6 +30,7 @@
 #include "planner/plan/no_fit.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/profile/machine.h"
+#include "planner/profile/model_identity.h"
 #include "planner/profile/profiler.h"
 #include "planner/sim/simulator.h"
 
@@ -275,6 +276,13 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
             ", not --precision ", f.precision, ": profile again with harmony-plan profile "
             "--precision ", f.precision, ", or leave --precision out"));
       }
+    }
+    if (!f.model.empty() && out.profile.profile().synthesized()) {
+      // The real model a synthesized profile describes: the plan trains it.
+      progress(absl::StrCat("checking that ", f.model, " is the model ", f.profile_path,
+                            " describes"));
+      HARMONY_ASSIGN_OR_RETURN(out.profile, AdoptModel(out.profile, f.model));
+      return out;
     }
     if (!f.model.empty() && !out.profile.model().sha256().empty()) {
       HARMONY_ASSIGN_OR_RETURN(std::string sha, common::Sha256OfFile(f.model));

@@ -21,6 +21,7 @@ using testing::RunCommand;
 
 const char kZoo[] = "zoo/harmony-zoo";
 const char kPlan[] = "planner/harmony-plan";
+const char kExec[] = "executor/harmony-exec";
 
 std::string Tmp(const std::string& name) {
   return ::testing::TempDir() + "/" + name;
@@ -85,6 +86,71 @@ TEST(PlanCliTest, ProfileDecomposeSynthesize) {
   auto big = planner::ReadProfileFile(Tmp("big.json"));
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(big->profile().vlayers_size(), vlayers.size() - 3 + 48);
+}
+
+// A model too large to profile: profile a smaller one with the same blocks,
+// synthesize the large one's profile, and plan the large model from it; the
+// plan carries the large model's identity, so harmony-exec trains it. A
+// model the profile does not describe is refused, saying how it differs.
+TEST(PlanCliTest, ASynthesizedProfilePlansTheModelItDescribes) {
+  const std::string dims = " --width 16 --seq-len 8 --vocab 32 --samples 8 --dropout 0";
+  auto zoo = [&](const std::string& name, const std::string& flags) {
+    return RunCommand(absl::StrCat(kZoo, " gpt", dims, " ", flags, " -o ", Tmp(name + ".pt"),
+                                   " --data ", Tmp(name + "_data.pt")))
+        .exit_code;
+  };
+  ASSERT_EQ(zoo("syn_small", "--depth 2"), 0);
+  ASSERT_EQ(zoo("syn_big", "--depth 5"), 0);
+  auto profiled = RunCommand(absl::StrCat(
+      kPlan, " profile ", Tmp("syn_small.pt"), " --sample-input ", Tmp("syn_small_data.pt"),
+      " --devices cpu:2x64MiB --max-microbatch 4 --repeats 1 --profile-out ",
+      Tmp("syn_small.json")));
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  // vLayers: wte, wpe, h.0, h.1, ln_f, lm_head.
+  auto synthesized = RunCommand(absl::StrCat(
+      kPlan, " synthesize --profile ", Tmp("syn_small.json"),
+      " --block 2 --block-count 2 --blocks 5 --profile-out ", Tmp("syn_big.json")));
+  ASSERT_EQ(synthesized.exit_code, 0) << synthesized.output;
+
+  auto plan = [&](const std::string& model) {
+    return RunCommand(absl::StrCat(kPlan, " ", Tmp(model + ".pt"), " --profile ",
+                                   Tmp("syn_big.json"), " --gpus 2 --device-memory 64MiB "
+                                   "--minibatch 8 -o ", Tmp(model + ".pb")));
+  };
+  auto planned = plan("syn_big");
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  absl::StatusOr<proto::Plan> read = common::ReadPlanFile(Tmp("syn_big.pb"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model().sha256(), *common::Sha256OfFile(Tmp("syn_big.pt")));
+  EXPECT_EQ(read->model().file_name(), "syn_big.pt");
+  EXPECT_EQ(read->model().decomposition().vlayer_count(), 9u);
+  ASSERT_EQ(read->model().decomposition().vlayers_size(), 9);
+  EXPECT_EQ(read->model().decomposition().vlayers(6).scope(), "h.4");
+  EXPECT_EQ(read->model().decomposition().cut_points_size(), 9);
+  EXPECT_TRUE(read->profile().synthesized());
+  auto trained = RunCommand(absl::StrCat(
+      kExec, " run ", Tmp("syn_big.pb"), " --model ", Tmp("syn_big.pt"), " --data ",
+      Tmp("syn_big_data.pt"), " --iterations 2 --devices cpu:2x64MiB"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("trained 2 iterations"), std::string::npos) << trained.output;
+
+  ASSERT_EQ(zoo("syn_short", "--depth 4"), 0);
+  auto shorter = plan("syn_short");
+  EXPECT_NE(shorter.exit_code, 0);
+  EXPECT_NE(shorter.output.find("splits into 8 vLayers, the synthesized profile has 9"),
+            std::string::npos)
+      << shorter.output;
+  ASSERT_EQ(RunCommand(absl::StrCat(kZoo, " gpt --depth 5 --width 32 --seq-len 8 --vocab 32 "
+                                    "--samples 8 -o ", Tmp("syn_wide.pt"), " --data ",
+                                    Tmp("syn_wide_data.pt")))
+                .exit_code,
+            0);
+  auto wider = plan("syn_wide");
+  EXPECT_NE(wider.exit_code, 0);
+  EXPECT_NE(wider.output.find("vLayer 0 (wte) holds 4.00 KiB of parameters, the synthesized "
+                              "profile's 2.00 KiB"),
+            std::string::npos)
+      << wider.output;
 }
 
 TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {

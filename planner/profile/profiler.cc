@@ -31,6 +31,7 @@
 #include "common/units.h"
 #include "google/protobuf/util/json_util.h"
 #include "optim/cpu_optimizer.h"
+#include "planner/profile/model_identity.h"
 #include "planner/profile/vlayer_timing.h"
 
 namespace harmony::planner {
@@ -277,30 +278,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   }
   identity->set_loss_output(output.selector);
   identity->set_loss_output_note(output.message);
-  proto::Decomposition* dec = identity->mutable_decomposition();
-  dec->set_granularity(options.granularity);
-  dec->set_vlayer_count(n);
-  for (int cut : d->cut_points()) dec->add_cut_points(cut);
-  bool batch_statistics = false;
-  for (const VLayerInfo& v : d->vlayers()) {
-    proto::VLayer* pv = dec->add_vlayers();
-    pv->set_index(v.index);
-    pv->set_scope(v.scope);
-    pv->set_node_begin(v.node_begin);
-    pv->set_node_end(v.node_end);
-    for (const std::string& p : v.parameters) pv->add_parameters(p);
-    for (const std::string& b : v.buffers) pv->add_buffers(b);
-    for (const common::ValueSource& s : v.inputs) {
-      proto::TensorRef* ref = pv->add_inputs();
-      ref->set_producer(s.producer);
-      ref->set_index(s.index);
-    }
-    pv->set_num_outputs(v.num_outputs());
-    pv->set_uses_rng(v.uses_rng);
-    pv->set_updates_buffers(v.updates_buffers);
-    batch_statistics = batch_statistics || v.updates_buffers;
-  }
-  identity->set_has_batch_statistics(batch_statistics);
+  SetDecomposition(*d, options.granularity, identity);
 
   proto::Profile* profile = file.mutable_profile();
   profile->set_device_kind(target->kind());

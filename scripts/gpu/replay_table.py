@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The replay's table (scripts/gpu/replay.sh): reads what each step left in
+OUT and prints Markdown. Per model: the training footprint over the devices'
+memory; per schedule: the plan, seconds and samples per iteration (median of
+the iterations after the first), the simulated iteration and its error, the
+bytes over the host link per iteration, the host-to-device rate while the
+weights were copying (trace events "weights in") against the profile's
+pinned bandwidth, and Harmony against each baseline."""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+
+def fmt_bytes(b):
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.2f} {unit}"
+    return f"{b:.0f} B"
+
+
+def fmt_s(s):
+    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.1f} ms"
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def footprint(profile, minibatch):
+    """Weights, gradients, optimizer state and every saved activation of a
+    plain (no recompute, no swap) training step at this minibatch."""
+    state = 0
+    activations = 0.0
+    for v in profile["vlayers"]:
+        state += int(v.get("parameter_bytes", 0)) + int(v.get("gradient_bytes", 0))
+        state += int(v.get("optimizer_state_bytes", 0))
+        sizes = v.get("by_microbatch", [])
+        if sizes:
+            r = min(sizes, key=lambda r: r["size"])
+            activations += int(r.get("kept_bytes", r.get("saved_bytes", 0))) / r["size"]
+    return state, activations * minibatch
+
+
+def weights_in_rate(trace_path, weights_in_bytes):
+    """Bytes per second while the weights stream copied: the runtime's
+    weights-in bytes over the summed duration of its "weights in" events."""
+    if not os.path.exists(trace_path) or weights_in_bytes == 0:
+        return None
+    trace = load_json(trace_path)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    busy_us = sum(e.get("dur", 0) for e in events
+                  if e.get("ph") == "X" and e.get("name", "").startswith("weights in"))
+    return weights_in_bytes / (busy_us * 1e-6) if busy_us > 0 else None
+
+
+def schedule_row(out, model, schedule):
+    name = f"{model}.{schedule}"
+    row = {"schedule": schedule}
+    if os.path.exists(os.path.join(out, name + ".nofit")):
+        row["status"] = "does not fit"
+        return row
+    plan_path = os.path.join(out, name + ".plan.json")
+    if not os.path.exists(plan_path):
+        row["status"] = "not planned"
+        return row
+    plan = load_json(plan_path)
+    config = plan["config"]
+    row["plan"] = plan
+    row["mode"] = config.get("mode", "VPP")
+    row["microbatch"] = f'{config.get("forward_microbatch", 1)}/{config.get("backward_microbatch", 1)}'
+    row["simulated_s"] = plan["estimates"]["iteration_time_s"]
+    metrics_path = os.path.join(out, name + ".metrics.jsonl")
+    lines = []
+    if os.path.exists(metrics_path):
+        with open(metrics_path) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    if not lines:
+        row["status"] = f"did not train (see {name}.train.log)"
+        return row
+    timed = lines[1:] or lines
+    row["status"] = "trained"
+    row["iterations"] = len(lines)
+    row["seconds"] = statistics.median(m["seconds"] for m in timed)
+    row["samples_per_s"] = statistics.median(m["samples_per_s"] for m in timed)
+    row["compute_s"] = statistics.median(m["compute_s"] for m in timed)
+    row["wait_s"] = statistics.median(m.get("swap_wait_s", 0) for m in timed)
+    b = timed[-1]["bytes"]
+    row["to_device"] = b.get("to_device", 0)
+    row["to_host"] = b.get("to_host", 0)
+    row["peer"] = b.get("peer", 0)
+    row["weights_gradients"] = b.get("weights_in", 0) + b.get("gradients_out", 0)
+    row["peak"] = max(int(p) for p in timed[-1].get("device_peak_bytes", [0]))
+    row["weights_in_rate"] = weights_in_rate(os.path.join(out, name + ".trace.json"),
+                                             sum(m["bytes"].get("weights_in", 0) for m in lines))
+    return row
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+def model_section(out, model, schedules):
+    profile_path = os.path.join(out, model + ".profile.json")
+    if not os.path.exists(profile_path):
+        return [f"## {model}", "", "not profiled", ""]
+    profile = load_json(profile_path)
+    profile = profile.get("profile", profile)
+    minibatch = int(open(os.path.join(out, model + ".minibatch")).read())
+    rows = [schedule_row(out, model, s) for s in schedules]
+    planned = [r for r in rows if "plan" in r]
+    lines = [f"## {model}", ""]
+    weights = sum(int(v.get("parameter_bytes", 0)) for v in profile["vlayers"])
+    state, activations = footprint(profile, minibatch)
+    bw = profile.get("bandwidths", {})
+    pinned = bw.get("host_to_device_bytes_per_s", 0)
+    lines.append(f"- {len(profile['vlayers'])} vLayers, {fmt_bytes(weights)} of weights; "
+                 f"profiled on {profile.get('device_name', '?')} ({profile.get('device_kind', '?')}), "
+                 f"optimizer {profile.get('optimizer', '?')}; minibatch {minibatch}.")
+    if planned:
+        c = planned[0]["plan"]["config"]
+        total = int(c["device_memory_bytes"]) * int(c["num_devices"])
+        lines.append(
+            f"- Training footprint without swapping or recompute: {fmt_bytes(state)} of weights, "
+            f"gradients and optimizer state + {fmt_bytes(activations)} of saved activations = "
+            f"{fmt_bytes(state + activations)}, **{(state + activations) / total:.1f}x** the "
+            f"{c['num_devices']} devices' {fmt_bytes(total)}.")
+    if pinned:
+        both = bw.get("both_directions_bytes_per_s", 0)
+        lines.append(f"- Pinned copies (the profile): host to device {pinned / 1e9:.1f} GB/s, "
+                     f"device to host {bw.get('device_to_host_bytes_per_s', 0) / 1e9:.1f} GB/s"
+                     + (f", both at once {both / 1e9:.1f} GB/s each" if both else "") + ".")
+    lines.append("")
+    lines.append("| schedule | plan | s / iteration | samples/s | simulated (error) | compute, summed over devices | "
+                 "host link per iteration (in / out) | weights + gradients | H2D while copying weights "
+                 "(of pinned) | peak device memory | Harmony's samples/s ÷ | its weights+gradients ÷ Harmony's |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    harmony = next((r for r in rows if r["schedule"] == "harmony" and r["status"] == "trained"), None)
+    for r in rows:
+        if r["status"] != "trained":
+            plan = f'{r["mode"]}, u={r["microbatch"]}' if "mode" in r else ""
+            lines.append(f'| {r["schedule"]} | {plan} | {r["status"]} |' + " |" * 9)
+            continue
+        error = (r["simulated_s"] - r["seconds"]) / r["seconds"]
+        rate = r["weights_in_rate"]
+        h2d = (f"{rate / 1e9:.1f} GB/s" + (f" ({rate / pinned:.0%})" if pinned else "")) if rate else "n/a"
+        versus = ratio(harmony["samples_per_s"], r["samples_per_s"]) if harmony else "n/a"
+        bytes_ratio = ratio(r["weights_gradients"], harmony["weights_gradients"]) if harmony else "n/a"
+        lines.append(
+            f'| {r["schedule"]} | {r["mode"]}, u={r["microbatch"]} | {fmt_s(r["seconds"])} | '
+            f'{r["samples_per_s"]:.2f} | {fmt_s(r["simulated_s"])} ({error:+.0%}) | {fmt_s(r["compute_s"])} | '
+            f'{fmt_bytes(r["to_device"])} / {fmt_bytes(r["to_host"])} | {fmt_bytes(r["weights_gradients"])} | '
+            f'{h2d} | {fmt_bytes(r["peak"])} | {versus} | {bytes_ratio} |')
+    lines.append("")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out")
+    parser.add_argument("--models", default="gpt vgg")
+    parser.add_argument("--schedules", default="harmony ondemand gpipe dp-swap")
+    args = parser.parse_args()
+    lines = ["# Replay: the original Harmony's experiment", ""]
+    settings = os.path.join(args.out, "settings.txt")
+    if os.path.exists(settings):
+        lines += ["```", open(settings).read().rstrip(), "```", ""]
+    lines.append("Medians of the iterations after the first. The paper (4 GTX 1080 Ti of 11 GB on one "
+                 "PCIe switch): 7.6x the throughput of virtualized memory and about 300x less swap.")
+    lines.append("")
+    for model in args.models.split():
+        lines += model_section(args.out, model, args.schedules.split())
+    daemon = os.path.join(args.out, "daemon.status.txt")
+    if os.path.exists(daemon):
+        lines += ["## The daemon job (gpt, Harmony's plan)", "", "```", open(daemon).read().rstrip(), "```", ""]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
