@@ -13,6 +13,12 @@
 #                                     end-to-end tests from the CMake build
 #   scripts/gpu-check.sh --build-only
 #   scripts/gpu-check.sh --bench      the above, then tests/gpu/cuda_bench
+#   scripts/gpu-check.sh --replay     build, then only the paper's experiment
+#                                     (scripts/gpu/replay.sh, its settings
+#                                     from the environment) into
+#                                     .gpu-build/replay: each step skips what
+#                                     is there, so while the machine stays
+#                                     warm, calls can share the work
 #   GPU_TEST_ARGS=--gtest_filter=...  passed to cuda_runtime_test
 #   E2E_FILTER=...                    gtest filter of the end-to-end tests
 #                                     (default: those that need neither
@@ -54,6 +60,10 @@ check() {  # NAME COMMAND...: runs it, keeps the first failure's status.
   return 0
 }
 cd "$ROOT"
+if [ "${1:-}" = "--replay" ]; then
+  "$ROOT/scripts/gpu/replay.sh" "$BUILD/run" "${REPLAY_OUT:-$BUILD/replay}"
+  exit $?
+fi
 check "GPU tests" "$BUILD/cuda_runtime_test" ${GPU_TEST_ARGS:-}
 check "the product on cuda:2x1GiB, profiled there" "$ROOT/scripts/gpu/product-check.sh" "$BUILD/run" \
   cuda:2x1GiB "$BUILD/product-cuda" cuda:2x1GiB
