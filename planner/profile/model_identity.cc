@@ -1,8 +1,8 @@
 #include "planner/profile/model_identity.h"
 
 #include <cstdint>
-#include <memory>
 #include <filesystem>
+#include <memory>
 #include <system_error>
 #include <utility>
 #include <vector>
