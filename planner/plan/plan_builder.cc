@@ -288,8 +288,11 @@ std::string PlanTasks(const proto::Plan& plan) {
   std::string out;
   auto line = [&](const proto::Task& t) {
     std::vector<std::string> xs;
+    // One entry per kind: the task's own and its first microbatch's (a
+    // baseline's later pass holds microbatch 1 alone, say).
+    const int first = t.microbatches_size() > 0 ? static_cast<int>(t.microbatches(0).index()) : 0;
     for (const proto::Transfer& x : t.transfers()) {
-      if (x.microbatch() > 0) continue;  // One line per kind: the first microbatch.
+      if (x.microbatch() >= 0 && x.microbatch() != first) continue;
       std::string s = proto::TransferKind_Name(x.kind());
       if (x.peer_task() >= 0) absl::StrAppend(&s, "->t", x.peer_task());
       absl::StrAppend(&s, " ", common::FormatBytes(x.bytes()));

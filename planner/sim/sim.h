@@ -121,7 +121,13 @@ class Sim {
   const std::vector<const Transfer*>& Find(const Task& t, TransferKind kind, int mb) {
     auto& index = index_[t.id];
     if (index.empty()) {
-      index.resize((t.microbatches.size() + 1) * kKinds);
+      // Slots by the transfers' microbatch index in the phase (a task of a
+      // later pass holds microbatch 1 alone, say), -1 first.
+      size_t slots = t.microbatches.size() + 1;
+      for (const Transfer& x : t.transfers) {
+        slots = std::max(slots, static_cast<size_t>(std::max(x.microbatch, -1) + 2));
+      }
+      index.resize(slots * kKinds);
       for (const Transfer& x : t.transfers) {
         const size_t slot = static_cast<size_t>(x.microbatch + 1) * kKinds +
                             static_cast<size_t>(x.kind);

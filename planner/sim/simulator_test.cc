@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -524,6 +525,57 @@ TEST(SimulatorTest, TransferLatencyIsPaidPerHostTransfer) {
   measured.mutable_profile()->mutable_bandwidths()->set_transfer_latency_s(2e-3);
   EXPECT_EQ((*CostModel::Create(measured))->bandwidths().transfer_latency_s, 2e-3);
   EXPECT_EQ((*CostModel::Create(measured, 0, {}, 0))->bandwidths().transfer_latency_s, 0);
+}
+
+// A baseline's task holds one microbatch, numbered by its place in the
+// phase (the second pass's task holds microbatch 1 alone): every one of its
+// copies over the host link is simulated, not only the first pass's. Before,
+// the simulator indexed a task's transfers by its microbatch count and lost
+// every later pass's stash, data and activations: on-demand swapping of the
+// bench's VGG simulated at 1.506 s against 1.79 s measured (-16%), 1.811 s
+// with them.
+TEST(SimulatorTest, EveryPassOfABaselineCopiesItsMicrobatch) {
+  auto m = Model(4);
+  for (Schedule s : {Schedule::kOndemand, Schedule::kDpSwap, Schedule::kGpipe}) {
+    Config c;
+    c.schedule = s;
+    c.mode = s == Schedule::kGpipe ? Mode::kVpp : Mode::kVdp;
+    c.num_devices = 2;
+    c.device_memory = 1 << 30;
+    c.minibatch = 8;
+    c.forward_microbatch = 2;
+    c.backward_microbatch = 2;
+    c.forward_packs = {{0, 1}, {1, 2}, {2, 3}};
+    c.backward_packs = {{0, 1}, {1, 2}, {2, 3}, {3, 4}};
+    absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+    ASSERT_TRUE(g.ok()) << g.status();
+    // Per kind of host copy: how many the graph lists, and their bytes.
+    std::map<std::string, int> listed;
+    int later_passes = 0;
+    for (const Task& t : g->tasks) {
+      for (const Transfer& x : t.transfers) {
+        if (x.channel != Channel::kHost || x.microbatch < 0) continue;
+        const std::string kind = x.kind == TransferKind::kStashIn    ? "stash in"
+                                 : x.kind == TransferKind::kStashOut ? "stash out"
+                                 : x.kind == TransferKind::kDataIn   ? "data in"
+                                                                     : "";
+        if (kind.empty()) continue;
+        ++listed[kind];
+        later_passes += x.microbatch > 0;
+      }
+    }
+    ASSERT_GT(later_passes, 0) << ScheduleName(s) << ": the graph has no later pass";
+    absl::StatusOr<SimResult> r = Simulate(*m, *g, /*keep_events=*/true);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::map<std::string, int> simulated;
+    for (const TraceEvent& e : r->events) {
+      for (const char* kind : {"stash in", "stash out", "data in"}) {
+        if (e.name.rfind(std::string(kind) + " ", 0) == 0) ++simulated[kind];
+      }
+    }
+    EXPECT_EQ(simulated, listed) << ScheduleName(s);
+    EXPECT_GT(listed["stash in"], 0) << ScheduleName(s);
+  }
 }
 
 TEST(SimulatorTest, ChromeTraceIsValidJson) {
