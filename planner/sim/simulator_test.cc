@@ -549,7 +549,7 @@ TEST(SimulatorTest, EveryPassOfABaselineCopiesItsMicrobatch) {
     c.backward_packs = {{0, 1}, {1, 2}, {2, 3}, {3, 4}};
     absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
     ASSERT_TRUE(g.ok()) << g.status();
-    // Per kind of host copy: how many the graph lists, and their bytes.
+    // Per kind of host copy: how many the graph lists.
     std::map<std::string, int> listed;
     int later_passes = 0;
     for (const Task& t : g->tasks) {

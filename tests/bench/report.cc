@@ -164,12 +164,10 @@ std::string Headline(const json& results) {
                     absl::StrJoin(errors, ", "));
     if (std::vector<double> ratios = ComputeRatios(results); !ratios.empty()) {
       // Where the runs computed at another speed than the profile (the
-      // median or an extreme beyond 20%), the errors say that too.
-      const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-      std::vector<double> sorted = ratios;
-      std::sort(sorted.begin(), sorted.end());
-      const double median = sorted[sorted.size() / 2];
-      const bool off = std::abs(median - 1) > 0.1 || *lo < 0.8 || *hi > 1.25;
+      // median beyond 10%, or a run outside 0.8-1.25x), the errors say
+      // that too.
+      const Stats r = Summarize(ratios);
+      const bool off = std::abs(r.median - 1) > 0.1 || r.min < 0.8 || r.max > 1.25;
       absl::StrAppend(&out, "; the runtime's compute per device was ",
                       RangeText(ratios, "%.2fx"), " the profile's for the same work",
                       off ? " (far from 1.00x: the machine ran at another speed than when it "
