@@ -4,10 +4,11 @@
 // copies them from device 0 instead. The source publishes its parameters
 // (detached from their gradients) once they are on its device and keeps
 // them until every copier has taken them; meanwhile its device places
-// nothing else in their room.
+// nothing else in their room, and its next task does not compute.
 //
 // Thread-safety: thread-safe, with its own lock. The devices' weights
-// streams call WaitForRoom, Take, Taken and Publish; the thread driving the
+// streams call WaitForRoom, Take, Taken and Publish (and each device's task
+// list WaitForRoom before a task computes); the thread driving the
 // runtime calls StartIteration between iterations; Stop (any thread) ends
 // every wait with Cancelled when a task has failed.
 

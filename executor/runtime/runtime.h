@@ -122,6 +122,10 @@ struct RuntimeOptions {
   // Checked at task boundaries; when it returns true the iteration stops
   // with Cancelled.
   std::function<bool()> cancelled;
+  // Called on a device's thread before each of its tasks computes, with
+  // the device's index and the task's id: tests use it to make one device
+  // run behind the others.
+  std::function<void(int device, int task)> before_task;
 };
 
 class Runtime {

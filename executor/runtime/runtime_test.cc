@@ -403,53 +403,6 @@ TEST(RuntimeTest, WavesTrainLikeThePlainLoop) {
   }
 }
 
-// vDP plans whose devices copy the parameters from device 0 instead of
-// swapping them in each train bit for bit like the same plan without
-// (BatchNorm's buffers, which device 0's forward updates, still come from
-// the host), and so like the plain loop; move each parameter over the host
-// link once per pass (the bytes are checked against the plan's in
-// RunPlan); and peak no higher than planned, device 0 included, which
-// keeps its copy until the others have theirs.
-TEST(RuntimeTest, PeerWeightsTrainTheSame) {
-  for (const std::string family : {"gpt", "resnet"}) {
-    for (int devices : {2, 3}) {
-      const Model& m = GetModel(family);
-      SCOPED_TRACE(absl::StrCat(family, " on ", devices, " devices"));
-      Config c = MakeConfig(m, Mode::kVdp, devices, 1, 1, 2, 2);
-      const proto::Plan own_plan = MakePlan(m, c);
-      c.peer_weights = true;
-      const proto::Plan plan = MakePlan(m, c);
-      EXPECT_TRUE(plan.config().peer_weights());
-      const RuntimeOptions options = Options(devices, 1ull << 30, Optimizer("sgd"));
-      TrainingRun own = RunPlan(m, own_plan, options);
-      TrainingRun run = RunPlan(m, plan, options);
-      ASSERT_TRUE(own.runtime && run.runtime);
-      EXPECT_EQ(run.losses, own.losses);
-      for (const auto& p : torch::jit::load(m.path).named_parameters()) {
-        absl::StatusOr<at::Tensor> a = run.runtime->HostTensor(p.name);
-        absl::StatusOr<at::Tensor> b = own.runtime->HostTensor(p.name);
-        ASSERT_TRUE(a.ok() && b.ok()) << p.name;
-        EXPECT_TRUE(at::equal(*a, *b)) << p.name;
-      }
-      if (devices == 2) ExpectLikeReference(m, plan, run, Reference("sgd"), 1e-6, false);
-      ASSERT_FALSE(run.metrics.empty());
-      // Device 0 swaps every parameter in; the others, buffers only.
-      const uint64_t params = m.cost->WeightBytes(0, m.cost->num_layers()) -
-                              m.cost->BufferBytes(0, m.cost->num_layers());
-      const uint64_t own_in = own.metrics.back().bytes.weights_in;
-      const uint64_t copied = run.metrics.back().bytes.peer - own.metrics.back().bytes.peer;
-      EXPECT_LT(run.metrics.back().bytes.weights_in, own_in);
-      EXPECT_EQ(own_in - run.metrics.back().bytes.weights_in, copied);
-      EXPECT_GE(copied, params * (devices - 1));
-      for (size_t d = 0; d < run.metrics.back().device_peak_bytes.size(); ++d) {
-        EXPECT_LE(run.metrics.back().device_peak_bytes[d],
-                  plan.estimates().device_peak_bytes(static_cast<int>(d)))
-            << "device " << d << " at " << run.metrics.back().device_peak_activity[d];
-      }
-    }
-  }
-}
-
 // A searched plan under a cap that forces swapping: the measured peak stays
 // under the cap; a quarter of the cap gives the out-of-memory error.
 TEST(RuntimeTest, PeaksStayUnderTheCapAndTooLittleMemoryIsAnError) {

@@ -430,7 +430,25 @@ absl::Status Runtime::Impl::RunDevice(int d) {
       break;
     }
     w = *std::move(r);
+    if (position >= 1) {
+      // Weights this device's earlier tasks published (vDP peer weights)
+      // have been copied by every device that takes them: the plan frees
+      // them before this task computes (the simulator waits so too), and a
+      // device running behind would otherwise keep them in this task's
+      // room and push the device over its memory.
+      const double room_wait = Now();
+      absl::StatusOr<int> waited_for = peer_weights->WaitForRoom(d, static_cast<int>(position) - 1);
+      if (!waited_for.ok()) {
+        status = waited_for.status();
+        break;
+      }
+      if (*waited_for >= 0) {
+        Trace(d, kCompute, absl::StrCat("room for ", label, ": copies of task ", *waited_for),
+              room_wait);
+      }
+    }
     IterationCounters::AddSeconds(counters.wait_ns, Now() - wait_start);
+    if (options.before_task) options.before_task(d, id);
     // Prefetch the next task's weights during this one, once its first
     // microbatch has its inputs (which need the link first).
     auto prefetch = [&] {

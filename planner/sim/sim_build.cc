@@ -157,6 +157,10 @@ void Sim::Build() {
     // Tasks on a device run one after another, as the runtime runs them.
     const std::vector<int> after_all =
         position >= 1 ? end_ops_[device_tasks_[d][position - 1]] : std::vector<int>{};
+    // The compute also waits until the devices copying the previous task's
+    // weights (vDP peer weights) have them: the runtime frees them first.
+    const std::vector<int> compute_after =
+        position >= 1 ? slot_deps(device_tasks_[d][position - 1]) : std::vector<int>{};
     // Host inputs copy in once the previous task has computed, while its
     // gradients are reduced (the runtime starts them before the reduce's
     // wait for the other devices; their bytes are held from then).
@@ -174,7 +178,7 @@ void Sim::Build() {
     auto after_for = [&](bool& waited) -> const std::vector<int>& {
       if (waited) return none;
       waited = true;
-      return &waited == &swap_in_waited ? inputs_after : after_all;
+      return &waited == &swap_in_waited ? inputs_after : compute_after;
     };
     int last_compute = -1;
     // A pack summed on the host sends its gradients out after each
