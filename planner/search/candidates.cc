@@ -15,7 +15,12 @@ std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config> c
     for (size_t i = next++; i < out.size(); i = next++) {
       out[i].config = std::move(configs[i]);
       out[i].graph = BuildTaskGraph(model, out[i].config);
-      if (out[i].graph.ok()) out[i].sim = Simulate(model, *out[i].graph);
+      if (out[i].graph.ok()) {
+        out[i].sim = Simulate(model, *out[i].graph);
+        // Tens of MiB for a model of many vLayers at a small microbatch, and
+        // a search simulates thousands: only the winner's is rebuilt.
+        out[i].graph->tasks = {};
+      }
     }
   };
   const int n = std::max(1, std::min<int>(threads, static_cast<int>(out.size())));

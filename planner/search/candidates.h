@@ -20,6 +20,8 @@ namespace harmony::planner {
 
 struct Candidate {
   Config config;
+  // Built and simulated, its tasks then dropped (SimulateAll): building
+  // `config` again gives them back, the same.
   absl::StatusOr<TaskGraph> graph = absl::UnknownError("not built");
   absl::StatusOr<SimResult> sim = absl::UnknownError("not simulated");
 
@@ -28,7 +30,8 @@ struct Candidate {
 };
 
 // Builds and simulates every config on `threads` threads; results in the
-// configs' order, whatever the number of threads.
+// configs' order, whatever the number of threads. Each graph keeps its
+// config only: at most `threads` are whole at once.
 std::vector<Candidate> SimulateAll(const CostModel& model, std::vector<Config> configs,
                                    int threads);
 

@@ -495,6 +495,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
         " simulated); give more device memory or a finer decomposition",
         first_error.ok() ? "" : absl::StrCat(" (", first_error.message(), ")")));
   }
+  if (best.graph.tasks.empty()) {
+    // SimulateAll kept the winner's config only.
+    HARMONY_ASSIGN_OR_RETURN(best.graph, BuildTaskGraph(model, best.graph.config));
+  }
   return best;
 }
 
