@@ -48,6 +48,7 @@ absl::StatusOr<MadePlan> MakePlan(const proto::ProfileFile& profile,
   search.peer_weights = o.peer_weights;
   search.keep = o.keep;
   search.waves = o.waves;
+  search.any_fit = o.any_fit;
   search.progress = o.progress;
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<SearchResult> found =

@@ -41,6 +41,7 @@ struct MakePlanOptions {
   // swapped in by every device (true), not (false), or by the bandwidths
   // (empty; SearchOptions::peer_weights).
   std::optional<bool> peer_weights;
+  bool any_fit = false;                            // SearchOptions::any_fit.
   KeepActivations keep = KeepActivations::kAuto;  // SearchOptions::keep.
   int waves = 0;                                   // SearchOptions::waves.
   // > 0: plan for this host link (bytes/s per direction) instead of the

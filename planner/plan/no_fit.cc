@@ -40,6 +40,7 @@ absl::StatusOr<uint64_t> SmallestDeviceMemory(const proto::ProfileFile& profile,
   }
   const auto progress = std::move(options.progress);
   options.progress = nullptr;
+  options.any_fit = true;
   auto say = [&](uint64_t memory) {
     if (progress) {
       progress(absl::StrCat("finding the smallest device memory that plans: trying ",

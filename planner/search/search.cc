@@ -219,6 +219,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     }
   }
   for (Mode mode : modes) {
+    if (o.any_fit && have) break;
     if (mode == Mode::kVdp && o.minibatch < o.num_devices) continue;
     if (mode == Mode::kVpp && o.waves > 1) continue;  // Waves are vDP's.
     const int waves = std::max(1, o.waves);
@@ -233,6 +234,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     // bounds the rest.
     std::reverse(backward_sizes.begin(), backward_sizes.end());
     for (int ub : backward_sizes) {
+      if (o.any_fit && have) break;
       // Branch and bound: every device computes the backward (with its
       // recompute) of every vLayer over its share (vDP), or the devices
       // share it all (vPP), whatever the packs; a microbatch size whose
@@ -456,7 +458,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   }
   // Prefetch or swap in late, per pack, where the best candidate swaps some
   // weights in late: chosen on it, the result competing as any candidate.
-  if (have && AnyLate(best.graph.config)) {
+  if (have && !o.any_fit && AnyLate(best.graph.config)) {
     if (o.progress) {
       o.progress(absl::StrCat("choosing prefetch or late weights per pack (", best.candidates,
                               " simulated)"));
@@ -473,7 +475,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   // Keep or recompute, per pack: chosen on the best candidate, which wins
   // over it only as any candidate does (faster, or within the tolerance
   // with fewer bytes over the link).
-  if (have && o.keep == KeepActivations::kAuto) {
+  if (have && !o.any_fit && o.keep == KeepActivations::kAuto) {
     if (o.progress) {
       o.progress(absl::StrCat("choosing keep or recompute per pack (", best.candidates,
                               " simulated)"));

@@ -60,6 +60,9 @@ struct SearchOptions {
   // Skip microbatch sizes whose compute alone cannot beat what was found
   // (a lower bound; the result is the same as without: tested).
   bool prune = true;
+  // Stop at the first candidate that fits: whether any does, not which is
+  // best (SmallestDeviceMemory's question, asked many times over).
+  bool any_fit = false;
   // Threads simulating candidates (0: one per hardware thread). The result
   // does not depend on it: candidates are compared in a fixed order.
   int threads = 0;

@@ -207,7 +207,11 @@ TEST(SearchTest, LateWeightsWhereDoubleBufferingDoesNotFit) {
   EXPECT_LT(chosen->sim->iteration_s, single.iteration_s * (1 - 1e-3));
   // In the task graph: the second forward task swaps its weights in itself;
   // the first backward task's come during it.
-  const TaskGraph& g = *chosen->graph;
+  // (A candidate keeps its config; its graph is built again from it.)
+  absl::StatusOr<TaskGraph> built = BuildTaskGraph(*m, x);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const TaskGraph& g = *built;
+  EXPECT_TRUE(chosen->graph.ok() && chosen->graph->tasks.empty());
   const std::vector<int> list = g.DeviceTasks(0);
   ASSERT_GE(list.size(), 3u);
   for (const Transfer& t : g.tasks[list[0]].transfers) {
@@ -521,6 +525,41 @@ TEST(SearchTest, PruningGivesTheSameResultAsTheFullSearch) {
   }
   EXPECT_GT(pruned, 0);
   EXPECT_GT(pruned_configs, 0);
+}
+
+// any_fit (SmallestDeviceMemory's question): a plan exactly where the full
+// search finds one, whole and within the devices, after fewer simulations.
+TEST(SearchTest, AnyFitPlansExactlyWhereTheFullSearchDoes) {
+  int fitting = 0, failing = 0, fewer = 0;
+  for (int layers : {4, 12}) {
+    FakeProfileOptions f;
+    f.layers = layers;
+    auto m = *CostModel::Create(MakeFakeProfile(f));
+    for (int devices : {1, 2, 4}) {
+      for (uint64_t memory : {1u << 19, 1u << 20, 2u << 20, 4u << 20, 16u << 20}) {
+        SearchOptions o = Options(devices, memory, 32);
+        absl::StatusOr<SearchResult> full = SearchSchedule(*m, o);
+        o.any_fit = true;
+        absl::StatusOr<SearchResult> any = SearchSchedule(*m, o);
+        const std::string where = absl::StrCat(layers, " vLayers, ", devices, " x ", memory);
+        ASSERT_EQ(any.ok(), full.ok()) << where << ": " << any.status() << " / " << full.status();
+        if (!any.ok()) {
+          EXPECT_TRUE(absl::IsResourceExhausted(any.status())) << where;
+          ++failing;
+          continue;
+        }
+        ++fitting;
+        EXPECT_TRUE(any->sim.fits) << where;
+        EXPECT_FALSE(any->graph.tasks.empty()) << where;
+        EXPECT_TRUE(ValidateTaskGraph(*m, any->graph).ok()) << where;
+        EXPECT_LE(any->candidates, full->candidates) << where;
+        if (any->candidates < full->candidates) ++fewer;
+      }
+    }
+  }
+  EXPECT_GT(fitting, 0);
+  EXPECT_GT(failing, 0);
+  EXPECT_GT(fewer, fitting / 2);
 }
 
 }  // namespace
