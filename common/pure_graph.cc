@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include "absl/strings/str_cat.h"
@@ -63,8 +64,11 @@ namespace {
 
 // Replaces parameter/buffer reads with graph inputs and other attribute
 // reads with constants; removes `self`. A list of parameters (an RNN's
-// `_flat_weights`) becomes a list built from the parameters' inputs.
-absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
+// `_flat_weights`) becomes a list built from the parameters' inputs. A
+// module's `training` becomes the output of a prim::Uninitialized node of
+// `training` (one per value), for FoldConstants to put a constant in.
+absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure,
+                            std::map<bool, Node*>& training) {
   Graph& graph = *pure.graph;
   Value* self = graph.inputs().at(0);
   std::unordered_map<const Value*, c10::IValue> objects{{self, model._ivalue()}};
@@ -149,6 +153,15 @@ absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
       return;
     }
     torch::jit::WithInsertPoint guard(*graph.nodes().begin());
+    if (name == "training" && value.isBool()) {
+      Node*& held = training[value.toBool()];
+      if (held == nullptr) {
+        held = graph.insertNode(graph.create(c10::prim::Uninitialized));
+        held->output()->setType(c10::BoolType::get());
+      }
+      out->replaceAllUsesWith(held->output());
+      return;
+    }
     c10::optional<Value*> constant = torch::jit::tryInsertConstant(graph, value);
     if (!constant) {
       status = Unsupported(absl::StrCat("attribute ", path, " of type ",
@@ -181,6 +194,100 @@ absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure) {
     pure.lifted_index.emplace(pure.lifted[i].input, static_cast<int>(i));
   }
   return absl::OkStatus();
+}
+
+// Whether values of `type` are immutable scalars a constant can stand for.
+bool IsScalar(const c10::TypePtr& type) {
+  return type->kind() == c10::TypeKind::BoolType || type->kind() == c10::TypeKind::IntType ||
+         type->kind() == c10::TypeKind::FloatType || type->kind() == c10::TypeKind::StringType ||
+         type->kind() == c10::TypeKind::NoneType;
+}
+
+// In `block` and the blocks inside it, in order: evaluates each node whose
+// inputs are constants and whose outputs are scalars (`name in
+// self.return_layers`), and replaces each prim::If on a constant with the
+// branch it takes. Nothing else goes: no dead-code elimination, which would
+// drop a BatchNorm whose output nobody reads along with its statistics.
+void FoldBlock(Graph& graph, Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* n = *it;
+    ++it;
+    for (Block* inner : n->blocks()) FoldBlock(graph, inner);
+    if (n->kind() == c10::prim::If) {
+      c10::optional<c10::IValue> cond = torch::jit::toIValue(n->input(0));
+      if (!cond || !cond->isBool()) continue;
+      Block* taken = n->blocks()[cond->toBool() ? 0 : 1];
+      for (auto m = taken->nodes().begin(); m != taken->nodes().end();) {
+        Node* moved = *m;
+        ++m;
+        moved->moveBefore(n);
+      }
+      for (size_t i = 0; i < n->outputs().size(); ++i) {
+        n->outputs()[i]->replaceAllUsesWith(taken->outputs()[i]);
+      }
+      n->destroy();
+      continue;
+    }
+    if (n->kind() == c10::prim::Constant || n->kind() == c10::prim::Uninitialized ||
+        n->inputs().empty() || n->outputs().empty() || !n->blocks().empty()) {
+      continue;
+    }
+    bool scalar = true;
+    for (const Value* v : n->outputs()) scalar = scalar && IsScalar(v->type());
+    if (!scalar) continue;
+    c10::optional<torch::jit::Stack> values = torch::jit::runNodeIfInputsAreConstant(n);
+    if (!values || values->size() != n->outputs().size()) continue;
+    std::vector<Value*> constants;
+    torch::jit::WithInsertPoint guard(n);
+    for (const c10::IValue& v : *values) {
+      c10::optional<Value*> c = torch::jit::tryInsertConstant(graph, v);
+      if (!c) break;
+      constants.push_back(*c);
+    }
+    if (constants.size() != n->outputs().size()) {
+      for (Value* c : constants) c->node()->destroy();
+      continue;
+    }
+    for (size_t i = 0; i < constants.size(); ++i) {
+      n->outputs()[i]->replaceAllUsesWith(constants[i]);
+    }
+    n->destroy();
+  }
+}
+
+// Folds what the module's constants decide, before cuts are analysed, and
+// moves each empty container to its first use. torchvision's
+// IntermediateLayerGetter (DeepLab, FCN, detection backbones) makes an
+// empty dict at forward's start and fills it under `if name in
+// self.return_layers:` after each child: unfolded, every child reads the
+// dict, which holds tensors and may not cross a cut, so the whole backbone
+// was one vLayer. `self.training` is held out of the folding (`training`,
+// from LiftAttributes) and put in afterwards: eval mode must decompose into
+// the same nodes, as the evaluator cuts it where the plan cut training's.
+void FoldConstants(PureGraph& pure, const std::map<bool, Node*>& training) {
+  Graph& graph = *pure.graph;
+  FoldBlock(graph, graph.block());
+  for (const auto& [value, held] : training) {
+    torch::jit::WithInsertPoint guard(*graph.nodes().begin());
+    held->output()->replaceAllUsesWith(graph.insertConstant(value));
+    held->destroy();
+  }
+  const Block* top = graph.block();
+  std::vector<Node*> empty;
+  for (Node* n : graph.nodes()) {
+    const bool container = n->kind() == c10::aten::dict ||
+                           n->kind() == c10::prim::DictConstruct ||
+                           n->kind() == c10::prim::ListConstruct;
+    if (container && n->inputs().empty() && n->outputs().size() == 1) empty.push_back(n);
+  }
+  for (Node* n : empty) {
+    Node* first = nullptr;
+    for (const torch::jit::Use& use : n->output()->uses()) {
+      Node* t = TopLevel(use.user, top);
+      if (first == nullptr || t->isBefore(first)) first = t;
+    }
+    if (first != nullptr && first != n->next()) n->moveBefore(first);
+  }
 }
 
 // The call-site frames of a node: "instance@function:offset", outermost
@@ -431,8 +538,10 @@ absl::StatusOr<std::unique_ptr<PureGraph>> MakePureGraph(
     selected = SelectOutput(*pure->graph, output);
   }));
   HARMONY_RETURN_IF_ERROR(selected);
-  HARMONY_RETURN_IF_ERROR(LiftAttributes(model, *pure));
+  std::map<bool, Node*> training;
+  HARMONY_RETURN_IF_ERROR(LiftAttributes(model, *pure, training));
   HARMONY_RETURN_IF_ERROR(CallTorch("analysing forward's graph", [&] {
+    FoldConstants(*pure, training);
     RebuildTensorLists(*pure->graph);
     Analyse(*pure);
   }));

@@ -315,12 +315,14 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   absl::StatusOr<proto::ProfileFile> measured = ProfileModel(f.model, sample, options);
   if (tty) std::cerr << "\r\033[K";
   if (absl::IsResourceExhausted(measured.status())) {
-    // Even one sample does not fit: measure microbatch 1 on devices as
-    // large as the host, to say which vLayer and what memory would do.
+    // Even the smallest microbatch does not fit: measure it (1, or 2 for a
+    // model that cannot train on one sample) on devices as large as the
+    // host, to say which vLayer and what memory would do.
     std::cerr << "harmony-plan: " << measured.status().message()
-              << "\nharmony-plan: measuring microbatch 1 without the cap to say what fits\n";
+              << "\nharmony-plan: measuring the smallest microbatch without the cap to say "
+                 "what fits\n";
     options.devices.capacity = HostMemoryBytes();
-    options.max_microbatch = 1;
+    options.smallest_only = true;
     options.repeats = 1;
     measured = ProfileModel(f.model, sample, options);
     if (tty) std::cerr << "\r\033[K";

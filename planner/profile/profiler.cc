@@ -418,7 +418,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     profiled.push_back(u);
     if (f) fwd_max = u; else if (!fwd_fail) fwd_fail = u;
     if (b) bwd_max = u; else if (!bwd_fail) bwd_fail = u;
-    if (!f) break;
+    if (!f || options.smallest_only) break;
   }
   if (bwd_max == 0) {
     // The first vLayer that does not fit at the smallest size.

@@ -58,6 +58,9 @@ struct ProfilerOptions {
   // Probing stops here (the planner never needs a microbatch larger than
   // the minibatch).
   int max_microbatch = 256;
+  // Profile only the smallest microbatch that runs (1, or 2 for a model
+  // that cannot train on one sample) and stop, fitting or not.
+  bool smallest_only = false;
   // Intra-op threads of each device, as harmony-exec's --threads-per-device
   // (0: the host's hardware threads divided among the devices). Every
   // vLayer is timed on this many, as the runtime will compute it.
