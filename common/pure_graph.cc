@@ -1,5 +1,6 @@
 #include "common/pure_graph.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
@@ -255,7 +256,70 @@ void FoldBlock(Graph& graph, Block* block) {
   }
 }
 
+// Replaces a dict that forward only fills and reads at the top level, under
+// constant keys (DeepLabV3's backbone features {"out", "aux"} and its own
+// result), by the values themselves: a dict that holds a tensor may not
+// cross a cut, and the aux feature is stored early and read at the end.
+void ReplaceDicts(Graph& graph) {
+  const Block* top = graph.block();
+  auto key_of = [](const Node* n) -> c10::optional<std::string> {
+    if (n->inputs().size() < 2) return c10::nullopt;
+    c10::optional<c10::IValue> key = torch::jit::toIValue(n->input(1));
+    if (!key || !key->isString()) return c10::nullopt;
+    return key->toStringRef();
+  };
+  std::vector<Node*> dicts;
+  for (Node* n : graph.nodes()) {
+    if ((n->kind() == c10::aten::dict || n->kind() == c10::prim::DictConstruct) &&
+        n->outputs().size() == 1 && n->output()->type()->cast<c10::DictType>()) {
+      dicts.push_back(n);
+    }
+  }
+  for (Node* d : dicts) {
+    // Its entries, in order, from constant keys.
+    std::map<std::string, Value*> entries;
+    bool plain = d->kind() == c10::aten::dict ? d->inputs().empty() : true;
+    for (size_t i = 0; plain && d->kind() == c10::prim::DictConstruct && i + 1 < d->inputs().size();
+         i += 2) {
+      c10::optional<c10::IValue> key = torch::jit::toIValue(d->input(i));
+      plain = key && key->isString();
+      if (plain) entries[key->toStringRef()] = d->input(i + 1);
+    }
+    std::vector<Node*> users;
+    for (const torch::jit::Use& use : d->output()->uses()) {
+      const Node* u = use.user;
+      plain = plain && use.offset == 0 && u->owningBlock() == top && key_of(u) &&
+              ((u->kind() == c10::aten::_set_item && u->inputs().size() == 3) ||
+               (u->kind() == c10::aten::__getitem__ && u->outputs().size() == 1));
+      users.push_back(use.user);
+    }
+    if (!plain) continue;
+    std::sort(users.begin(), users.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+    for (Node* u : users) {
+      if (u->kind() == c10::aten::__getitem__ && !entries.count(*key_of(u))) plain = false;
+      if (u->kind() == c10::aten::_set_item) entries[*key_of(u)] = u->input(2);
+    }
+    if (!plain) continue;  // A read before its key is set: forward raises there.
+    entries.clear();
+    for (size_t i = 0; d->kind() == c10::prim::DictConstruct && i + 1 < d->inputs().size();
+         i += 2) {
+      entries[torch::jit::toIValue(d->input(i))->toStringRef()] = d->input(i + 1);
+    }
+    for (Node* u : users) {
+      const std::string key = *key_of(u);
+      if (u->kind() == c10::aten::_set_item) {
+        entries[key] = u->input(2);
+      } else {
+        u->output()->replaceAllUsesWith(entries[key]);
+      }
+      u->destroy();
+    }
+    d->destroy();
+  }
+}
+
 // Folds what the module's constants decide, before cuts are analysed, and
+// replaces dicts filled and read under constant keys by their values, and
 // moves each empty container to its first use. torchvision's
 // IntermediateLayerGetter (DeepLab, FCN, detection backbones) makes an
 // empty dict at forward's start and fills it under `if name in
@@ -272,6 +336,7 @@ void FoldConstants(PureGraph& pure, const std::map<bool, Node*>& training) {
     held->output()->replaceAllUsesWith(graph.insertConstant(value));
     held->destroy();
   }
+  ReplaceDicts(graph);
   const Block* top = graph.block();
   std::vector<Node*> empty;
   for (Node* n : graph.nodes()) {

@@ -93,8 +93,6 @@ void HostStore::SetBuffers(int k, std::vector<at::Tensor> buffers) {
   layers_[k]->buffers = std::move(buffers);
 }
 
-uint64_t HostStore::owned_gradient_bytes(int k) const { return layers_[k]->flat_grads.nbytes(); }
-
 std::vector<int> HostStore::borrowers(int k) const {
   std::vector<int> out;
   for (const auto& [b, j, jj] : layers_[k]->borrowers) out.push_back(b);

@@ -69,8 +69,6 @@ class HostStore {
   std::vector<at::Tensor> buffers(int k) const;
   // Replaces them. Thread-safe.
   void SetBuffers(int k, std::vector<at::Tensor> buffers);
-  // Bytes of the gradients of the parameters vLayer k owns.
-  uint64_t owned_gradient_bytes(int k) const;
   // vLayers that read a parameter vLayer k owns (k itself included when it
   // reads one twice).
   std::vector<int> borrowers(int k) const;

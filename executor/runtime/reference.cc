@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
+#include "common/decomposition_record.h"
 #include "common/denormals.h"
 #include "common/intra_op_threads.h"
 #include "common/loss.h"
@@ -82,6 +83,7 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
                         plan.model().decomposition().cut_points().end());
   HARMONY_ASSIGN_OR_RETURN(auto dec, common::Decomposition::CreateWithCuts(
                                          model, cuts, plan.model().loss_output()));
+  HARMONY_RETURN_IF_ERROR(common::CheckDecompositionRecord(*dec, plan.model().decomposition()));
   common::TrainingData arranged = data_in;
   HARMONY_RETURN_IF_ERROR(common::ArrangeInputs(dec->forward_arguments(), &arranged));
   const common::TrainingData& data = arranged;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/denormals.h"
 #include "common/decomposer.h"
+#include "common/decomposition_record.h"
 #include "common/files.h"
 #include "common/host_memory.h"
 #include "common/intra_op_threads.h"
@@ -163,6 +164,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const proto::Plan& plan
   HARMONY_ASSIGN_OR_RETURN(impl->dec,
                            common::Decomposition::CreateWithCuts(impl->model, cuts,
                                                                  plan.model().loss_output()));
+  HARMONY_RETURN_IF_ERROR(
+      common::CheckDecompositionRecord(*impl->dec, plan.model().decomposition()));
   impl->aliases = common::TensorAliases(impl->model);
   if (plan_bf16) {
     HARMONY_ASSIGN_OR_RETURN(impl->bf16_params, CallTorch("the model's bf16 parameters", [&] {

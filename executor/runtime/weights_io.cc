@@ -261,8 +261,11 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
     // The task's own (not those sent after a microbatch of a host-summed pack).
     if (x.kind == TransferKind::kGradientsOut && x.microbatch < 0) planned += x.bytes;
   }
+  // The gradients' bytes as the plan counts them (the profile's: bf16 in a
+  // bf16 plan, where the host's fp32 gradients are twice as large and hid
+  // the buffers' bytes, so that a fused task's statistics were never kept).
   for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
-    gradient_bytes += host->owned_gradient_bytes(k);
+    gradient_bytes += plan.profile().vlayers(k).gradient_bytes();
   }
   const uint64_t buffer_bytes = t.fused_loss && planned > gradient_bytes ? StoreBuffers(w) : 0;
   // A pack summed on the host sends its last microbatch's gradients on this

@@ -30,7 +30,7 @@ The models, and what each brings to the decomposer and runtime:
   mlp_tied          b.weight = a.weight and F.linear(h, a.weight); MSE, float targets
 
 and the second wave (tests/suite/wave2.py): llama, moe, dlrm, traced_gpt,
-convnext, padded_encoder, shared_depth; and dlrm_large, the recommender at
+convnext, padded_encoder, shared_depth, shape_int, deeplab; and dlrm_large, the recommender at
 the size of a real table (three 60000 x 32 tables, 22 MiB), planned but not
 trained by the suite; and densenet121 (torchvision, 26.6 MiB), planned on
 devices of its weight bytes; and deep_convs, a 40-layer plain conv stack

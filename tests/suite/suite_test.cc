@@ -90,6 +90,7 @@ const std::vector<SuiteModel>& Models() {
       {"dlrm"},                       {"traced_gpt"},
       {"convnext"},                   {"padded_encoder"},
       {"shared_depth", true},         {"shape_int"},
+      {"deeplab", false, true},
   };
   return *models;
 }

@@ -24,6 +24,13 @@ scripts them (and traces the one marked traced) beside the first wave.
                    across depth)
   shape_int        an int from x.size(0), computed once and passed to every
                    block, which views its input with it
+  deeplab          torchvision's DeepLabV3 at a small width: its
+                   IntermediateLayerGetter over mobilenet_v3_small's features
+                   (an empty dict made first, filled under `if name in
+                   return_layers`), ASPP with dilated convs and an image-pooling
+                   branch upsampled to the map's size, an aux FCN head whose
+                   output the loss does not read; returns Dict[str, Tensor],
+                   per-pixel cross-entropy on "out"
 """
 import math
 from typing import List
@@ -425,6 +432,25 @@ def shape_int():
                         "targets": torch.randint(0, 4, (SAMPLES,))}
 
 
+def deeplab():
+    import torchvision
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.models.segmentation.deeplabv3 import ASPP, DeepLabV3
+    from torchvision.models.segmentation.fcn import FCNHead
+    features = torchvision.models.mobilenet_v3_small().features
+    backbone = IntermediateLayerGetter(features, {"3": "aux", "8": "out"})
+    classes = 5
+    head = nn.Sequential(ASPP(48, [2, 4, 6], out_channels=32),
+                         nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32),
+                         nn.ReLU(), nn.Conv2d(32, classes, 1))
+    model = DeepLabV3(backbone, head, FCNHead(24, classes))
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model, {"inputs": torch.randn(SAMPLES, 3, 64, 64),
+                   "targets": torch.randint(0, classes, (SAMPLES, 64, 64))}
+
+
 # name -> (builder, traced)
 MODELS = {
     "llama": (llama, False),
@@ -435,4 +461,5 @@ MODELS = {
     "padded_encoder": (padded_encoder, False),
     "shared_depth": (shared_depth, False),
     "shape_int": (shape_int, False),
+    "deeplab": (deeplab, False),
 }

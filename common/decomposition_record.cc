@@ -1,0 +1,44 @@
+#include "common/decomposition_record.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/decomposer.h"
+
+namespace harmony::common {
+absl::Status CheckDecompositionRecord(const Decomposition& d,
+                                      const proto::Decomposition& record) {
+  if (record.vlayers_size() == 0) return absl::OkStatus();
+  const std::string again =
+      "; was the plan made by another version of harmony-plan? Plan again with this one";
+  if (record.vlayers_size() != d.num_vlayers()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan records ", record.vlayers_size(), " vLayers, its cut points make ",
+        d.num_vlayers(), " of this model", again));
+  }
+  for (int k = 0; k < d.num_vlayers(); ++k) {
+    const VLayerInfo& v = d.vlayers()[k];
+    const proto::VLayer& r = record.vlayers(k);
+    const std::vector<std::string> params(r.parameters().begin(), r.parameters().end());
+    const std::vector<std::string> buffers(r.buffers().begin(), r.buffers().end());
+    std::string differs;
+    if (static_cast<int>(r.node_begin()) != v.node_begin ||
+        static_cast<int>(r.node_end()) != v.node_end) {
+      differs = absl::StrCat("covers graph nodes ", v.node_begin, "-", v.node_end,
+                             " here, ", r.node_begin(), "-", r.node_end(), " in the plan");
+    } else if (params != v.parameters || buffers != v.buffers) {
+      differs = absl::StrCat("reads ", v.parameters.size(), " parameters and ",
+                             v.buffers.size(), " buffers here, ", params.size(),
+                             " and ", buffers.size(), " in the plan, or others");
+    }
+    if (!differs.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the plan's decomposition does not match this model's: vLayer ", k, " (",
+          r.scope().empty() ? "the model" : r.scope(), ") ", differs, again));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace harmony::common
