@@ -200,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tests/suite/moe", 0}, Case{"tests/suite/moe", 14},
                       Case{"tests/suite/dlrm", 0}, Case{"tests/suite/traced_gpt", 0},
                       Case{"tests/suite/convnext", 0}, Case{"tests/suite/padded_encoder", 0},
-                      Case{"tests/suite/shared_depth", 0}),
+                      Case{"tests/suite/shared_depth", 0}, Case{"tests/suite/deeplab", 0, "out"}),
     [](const auto& info) {
       return info.param.family.substr(info.param.family.rfind('/') + 1) + "_g" +
              std::to_string(info.param.granularity);

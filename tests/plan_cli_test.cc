@@ -434,6 +434,23 @@ TEST(PlanCliTest, NothingFitsSaysWhichLayerAndWhatMemoryPlans) {
   EXPECT_NE(r.output.find("nothing fits"), std::string::npos) << r.output;
 }
 
+// torchvision's resnet18 on 32x32 images cannot train on one sample (its
+// last BatchNorm sees 1x1 maps: "Expected more than 1 value per channel").
+// When nothing fits, the smallest microbatch that runs is measured without
+// the cap to say what would: 2 here, where microbatch 1 failed before.
+TEST(PlanCliTest, AModelThatNeedsTwoSamplesStillSaysWhatFits) {
+  auto r = RunCommand(absl::StrCat(kPlan, " tests/suite/resnet18.pt --sample-input "
+                                   "tests/suite/resnet18_data.pt --gpus 2 --minibatch 16 "
+                                   "--device-memory 256KiB -o ", Tmp("r18.pb")));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("microbatch 1 does not run ("), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("harmony-plan: forward("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("for its backward at microbatch 2 (weights "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("the smallest --device-memory that plans is "), std::string::npos)
+      << r.output;
+}
+
 TEST(PlanCliTest, BadInputIsOneClearLine) {
   ASSERT_TRUE(common::WriteFileAtomically(Tmp("junk.pt"), "junk").ok());
   auto r = RunCommand(absl::StrCat(kPlan, " profile ", Tmp("junk.pt"),

@@ -111,7 +111,7 @@ absl::Status RunChain(Context& c, const TrainingData& sample, int64_t u) {
     if (!out.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "forward(", absl::StrJoin(c.d->forward_arguments(), ", "),
-          ") failed on the sample input (", DescribeSample(sample), "): ",
+          ") failed on the sample input (", DescribeSample(sample), ") at microbatch ", u, ": ",
           out.status().message()));
     }
     c.outputs[k] = *std::move(out);
