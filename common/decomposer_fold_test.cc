@@ -73,29 +73,13 @@ TEST(DecomposerFoldTest, EvalModeDecomposesAtTheSameNodes) {
   }
 }
 
-proto::Decomposition Record(const Decomposition& d) {
-  proto::Decomposition r;
-  for (int cut : d.cut_points()) r.add_cut_points(cut);
-  r.set_vlayer_count(d.num_vlayers());
-  for (const VLayerInfo& v : d.vlayers()) {
-    proto::VLayer* pv = r.add_vlayers();
-    pv->set_index(v.index);
-    pv->set_scope(v.scope);
-    pv->set_node_begin(v.node_begin);
-    pv->set_node_end(v.node_end);
-    for (const std::string& p : v.parameters) pv->add_parameters(p);
-    for (const std::string& b : v.buffers) pv->add_buffers(b);
-  }
-  return r;
-}
-
 TEST(DecompositionRecordTest, APlanFromAnotherNumberingIsRefused) {
   torch::jit::Module m = torch::jit::load("tests/suite/resnet18.pt");
   m.train();
   std::unique_ptr<Decomposition> d = Decompose(m, "", 8);
   ASSERT_NE(d, nullptr);
   ASSERT_GE(d->num_vlayers(), 4);
-  const proto::Decomposition own = Record(*d);
+  const proto::Decomposition own = RecordDecomposition(*d, 8);
   EXPECT_TRUE(CheckDecompositionRecord(*d, own).ok());
   EXPECT_TRUE(CheckDecompositionRecord(*d, proto::Decomposition()).ok())
       << "a record without vLayers is not checked";

@@ -7,6 +7,31 @@
 #include "common/decomposer.h"
 
 namespace harmony::common {
+proto::Decomposition RecordDecomposition(const Decomposition& d, int granularity) {
+  proto::Decomposition dec;
+  dec.set_granularity(granularity);
+  dec.set_vlayer_count(d.num_vlayers());
+  for (int cut : d.cut_points()) dec.add_cut_points(cut);
+  for (const VLayerInfo& v : d.vlayers()) {
+    proto::VLayer* pv = dec.add_vlayers();
+    pv->set_index(v.index);
+    pv->set_scope(v.scope);
+    pv->set_node_begin(v.node_begin);
+    pv->set_node_end(v.node_end);
+    for (const std::string& p : v.parameters) pv->add_parameters(p);
+    for (const std::string& b : v.buffers) pv->add_buffers(b);
+    for (const ValueSource& s : v.inputs) {
+      proto::TensorRef* ref = pv->add_inputs();
+      ref->set_producer(s.producer);
+      ref->set_index(s.index);
+    }
+    pv->set_num_outputs(v.num_outputs());
+    pv->set_uses_rng(v.uses_rng);
+    pv->set_updates_buffers(v.updates_buffers);
+  }
+  return dec;
+}
+
 absl::Status CheckDecompositionRecord(const Decomposition& d,
                                       const proto::Decomposition& record) {
   if (record.vlayers_size() == 0) return absl::OkStatus();

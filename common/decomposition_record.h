@@ -14,6 +14,11 @@ namespace harmony::common {
 
 class Decomposition;
 
+// The record a plan keeps: `granularity` as asked for, the cut points, and
+// per vLayer its scope, node range, parameters, buffers, live-ins, output
+// count and flags.
+proto::Decomposition RecordDecomposition(const Decomposition& d, int granularity);
+
 // OK when every vLayer covers the recorded node range and reads the
 // recorded parameters and buffers (a record without vLayers, from a plan
 // that kept none, is not checked); else FailedPrecondition naming the

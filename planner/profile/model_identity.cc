@@ -10,6 +10,7 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/decomposition_record.h"
 #include "common/files.h"
 #include "common/precision.h"
 #include "common/status.h"
@@ -20,28 +21,9 @@ namespace harmony::planner {
 
 void SetDecomposition(const common::Decomposition& d, int granularity,
                       proto::ModelIdentity* identity) {
-  proto::Decomposition* dec = identity->mutable_decomposition();
-  dec->Clear();
-  dec->set_granularity(granularity);
-  dec->set_vlayer_count(d.num_vlayers());
-  for (int cut : d.cut_points()) dec->add_cut_points(cut);
+  *identity->mutable_decomposition() = common::RecordDecomposition(d, granularity);
   bool batch_statistics = false;
   for (const common::VLayerInfo& v : d.vlayers()) {
-    proto::VLayer* pv = dec->add_vlayers();
-    pv->set_index(v.index);
-    pv->set_scope(v.scope);
-    pv->set_node_begin(v.node_begin);
-    pv->set_node_end(v.node_end);
-    for (const std::string& p : v.parameters) pv->add_parameters(p);
-    for (const std::string& b : v.buffers) pv->add_buffers(b);
-    for (const common::ValueSource& s : v.inputs) {
-      proto::TensorRef* ref = pv->add_inputs();
-      ref->set_producer(s.producer);
-      ref->set_index(s.index);
-    }
-    pv->set_num_outputs(v.num_outputs());
-    pv->set_uses_rng(v.uses_rng);
-    pv->set_updates_buffers(v.updates_buffers);
     batch_statistics = batch_statistics || v.updates_buffers;
   }
   identity->set_has_batch_statistics(batch_statistics);
