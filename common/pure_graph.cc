@@ -1,17 +1,16 @@
 #include "common/pure_graph.h"
 
-#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
 #include <torch/csrc/jit/ir/constants.h>
-#include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model_output.h"
 #include "common/status.h"
+#include "common/graph_folding.h"
 #include "common/tensor_lists.h"
 #include "common/torch_status.h"
 
@@ -195,164 +194,6 @@ absl::Status LiftAttributes(const torch::jit::Module& model, PureGraph& pure,
     pure.lifted_index.emplace(pure.lifted[i].input, static_cast<int>(i));
   }
   return absl::OkStatus();
-}
-
-// Whether values of `type` are immutable scalars a constant can stand for.
-bool IsScalar(const c10::TypePtr& type) {
-  return type->kind() == c10::TypeKind::BoolType || type->kind() == c10::TypeKind::IntType ||
-         type->kind() == c10::TypeKind::FloatType || type->kind() == c10::TypeKind::StringType ||
-         type->kind() == c10::TypeKind::NoneType;
-}
-
-// In `block` and the blocks inside it, in order: evaluates each node whose
-// inputs are constants and whose outputs are scalars (`name in
-// self.return_layers`), and replaces each prim::If on a constant with the
-// branch it takes. Nothing else goes: no dead-code elimination, which would
-// drop a BatchNorm whose output nobody reads along with its statistics.
-void FoldBlock(Graph& graph, Block* block) {
-  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
-    Node* n = *it;
-    ++it;
-    for (Block* inner : n->blocks()) FoldBlock(graph, inner);
-    if (n->kind() == c10::prim::If) {
-      c10::optional<c10::IValue> cond = torch::jit::toIValue(n->input(0));
-      if (!cond || !cond->isBool()) continue;
-      Block* taken = n->blocks()[cond->toBool() ? 0 : 1];
-      for (auto m = taken->nodes().begin(); m != taken->nodes().end();) {
-        Node* moved = *m;
-        ++m;
-        moved->moveBefore(n);
-      }
-      for (size_t i = 0; i < n->outputs().size(); ++i) {
-        n->outputs()[i]->replaceAllUsesWith(taken->outputs()[i]);
-      }
-      n->destroy();
-      continue;
-    }
-    if (n->kind() == c10::prim::Constant || n->kind() == c10::prim::Uninitialized ||
-        n->inputs().empty() || n->outputs().empty() || !n->blocks().empty()) {
-      continue;
-    }
-    bool scalar = true;
-    for (const Value* v : n->outputs()) scalar = scalar && IsScalar(v->type());
-    if (!scalar) continue;
-    c10::optional<torch::jit::Stack> values = torch::jit::runNodeIfInputsAreConstant(n);
-    if (!values || values->size() != n->outputs().size()) continue;
-    std::vector<Value*> constants;
-    torch::jit::WithInsertPoint guard(n);
-    for (const c10::IValue& v : *values) {
-      c10::optional<Value*> c = torch::jit::tryInsertConstant(graph, v);
-      if (!c) break;
-      constants.push_back(*c);
-    }
-    if (constants.size() != n->outputs().size()) {
-      for (Value* c : constants) c->node()->destroy();
-      continue;
-    }
-    for (size_t i = 0; i < constants.size(); ++i) {
-      n->outputs()[i]->replaceAllUsesWith(constants[i]);
-    }
-    n->destroy();
-  }
-}
-
-// Replaces a dict that forward only fills and reads at the top level, under
-// constant keys (DeepLabV3's backbone features {"out", "aux"} and its own
-// result), by the values themselves: a dict that holds a tensor may not
-// cross a cut, and the aux feature is stored early and read at the end.
-void ReplaceDicts(Graph& graph) {
-  const Block* top = graph.block();
-  auto key_of = [](const Node* n) -> c10::optional<std::string> {
-    if (n->inputs().size() < 2) return c10::nullopt;
-    c10::optional<c10::IValue> key = torch::jit::toIValue(n->input(1));
-    if (!key || !key->isString()) return c10::nullopt;
-    return key->toStringRef();
-  };
-  std::vector<Node*> dicts;
-  for (Node* n : graph.nodes()) {
-    if ((n->kind() == c10::aten::dict || n->kind() == c10::prim::DictConstruct) &&
-        n->outputs().size() == 1 && n->output()->type()->cast<c10::DictType>()) {
-      dicts.push_back(n);
-    }
-  }
-  for (Node* d : dicts) {
-    // Its entries, in order, from constant keys.
-    std::map<std::string, Value*> entries;
-    bool plain = d->kind() == c10::aten::dict ? d->inputs().empty() : true;
-    for (size_t i = 0; plain && d->kind() == c10::prim::DictConstruct && i + 1 < d->inputs().size();
-         i += 2) {
-      c10::optional<c10::IValue> key = torch::jit::toIValue(d->input(i));
-      plain = key && key->isString();
-      if (plain) entries[key->toStringRef()] = d->input(i + 1);
-    }
-    std::vector<Node*> users;
-    for (const torch::jit::Use& use : d->output()->uses()) {
-      const Node* u = use.user;
-      plain = plain && use.offset == 0 && u->owningBlock() == top && key_of(u) &&
-              ((u->kind() == c10::aten::_set_item && u->inputs().size() == 3) ||
-               (u->kind() == c10::aten::__getitem__ && u->outputs().size() == 1));
-      users.push_back(use.user);
-    }
-    if (!plain) continue;
-    std::sort(users.begin(), users.end(), [](Node* a, Node* b) { return a->isBefore(b); });
-    for (Node* u : users) {
-      if (u->kind() == c10::aten::__getitem__ && !entries.count(*key_of(u))) plain = false;
-      if (u->kind() == c10::aten::_set_item) entries[*key_of(u)] = u->input(2);
-    }
-    if (!plain) continue;  // A read before its key is set: forward raises there.
-    entries.clear();
-    for (size_t i = 0; d->kind() == c10::prim::DictConstruct && i + 1 < d->inputs().size();
-         i += 2) {
-      entries[torch::jit::toIValue(d->input(i))->toStringRef()] = d->input(i + 1);
-    }
-    for (Node* u : users) {
-      const std::string key = *key_of(u);
-      if (u->kind() == c10::aten::_set_item) {
-        entries[key] = u->input(2);
-      } else {
-        u->output()->replaceAllUsesWith(entries[key]);
-      }
-      u->destroy();
-    }
-    d->destroy();
-  }
-}
-
-// Folds what the module's constants decide, before cuts are analysed, and
-// replaces dicts filled and read under constant keys by their values, and
-// moves each empty container to its first use. torchvision's
-// IntermediateLayerGetter (DeepLab, FCN, detection backbones) makes an
-// empty dict at forward's start and fills it under `if name in
-// self.return_layers:` after each child: unfolded, every child reads the
-// dict, which holds tensors and may not cross a cut, so the whole backbone
-// was one vLayer. `self.training` is held out of the folding (`training`,
-// from LiftAttributes) and put in afterwards: eval mode must decompose into
-// the same nodes, as the evaluator cuts it where the plan cut training's.
-void FoldConstants(PureGraph& pure, const std::map<bool, Node*>& training) {
-  Graph& graph = *pure.graph;
-  FoldBlock(graph, graph.block());
-  for (const auto& [value, held] : training) {
-    torch::jit::WithInsertPoint guard(*graph.nodes().begin());
-    held->output()->replaceAllUsesWith(graph.insertConstant(value));
-    held->destroy();
-  }
-  ReplaceDicts(graph);
-  const Block* top = graph.block();
-  std::vector<Node*> empty;
-  for (Node* n : graph.nodes()) {
-    const bool container = n->kind() == c10::aten::dict ||
-                           n->kind() == c10::prim::DictConstruct ||
-                           n->kind() == c10::prim::ListConstruct;
-    if (container && n->inputs().empty() && n->outputs().size() == 1) empty.push_back(n);
-  }
-  for (Node* n : empty) {
-    Node* first = nullptr;
-    for (const torch::jit::Use& use : n->output()->uses()) {
-      Node* t = TopLevel(use.user, top);
-      if (first == nullptr || t->isBefore(first)) first = t;
-    }
-    if (first != nullptr && first != n->next()) n->moveBefore(first);
-  }
 }
 
 // The call-site frames of a node: "instance@function:offset", outermost
@@ -606,7 +447,7 @@ absl::StatusOr<std::unique_ptr<PureGraph>> MakePureGraph(
   std::map<bool, Node*> training;
   HARMONY_RETURN_IF_ERROR(LiftAttributes(model, *pure, training));
   HARMONY_RETURN_IF_ERROR(CallTorch("analysing forward's graph", [&] {
-    FoldConstants(*pure, training);
+    FoldConstants(*pure->graph, training);
     RebuildTensorLists(*pure->graph);
     Analyse(*pure);
   }));
