@@ -91,14 +91,14 @@ void ReplaceDicts(Graph& graph) {
     }
   }
   for (Node* d : dicts) {
-    // Its entries, in order, from constant keys.
-    std::map<std::string, Value*> entries;
+    // The entries it is made with, under constant keys.
+    std::map<std::string, Value*> initial;
     bool plain = d->kind() == c10::aten::dict ? d->inputs().empty() : true;
     for (size_t i = 0; plain && d->kind() == c10::prim::DictConstruct && i + 1 < d->inputs().size();
          i += 2) {
       c10::optional<c10::IValue> key = torch::jit::toIValue(d->input(i));
       plain = key && key->isString();
-      if (plain) entries[key->toStringRef()] = d->input(i + 1);
+      if (plain) initial[key->toStringRef()] = d->input(i + 1);
     }
     std::vector<Node*> users;
     for (const torch::jit::Use& use : d->output()->uses()) {
@@ -110,16 +110,13 @@ void ReplaceDicts(Graph& graph) {
     }
     if (!plain) continue;
     std::sort(users.begin(), users.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+    std::map<std::string, Value*> entries = initial;
     for (Node* u : users) {
       if (u->kind() == c10::aten::__getitem__ && !entries.count(*key_of(u))) plain = false;
       if (u->kind() == c10::aten::_set_item) entries[*key_of(u)] = u->input(2);
     }
     if (!plain) continue;  // A read before its key is set: forward raises there.
-    entries.clear();
-    for (size_t i = 0; d->kind() == c10::prim::DictConstruct && i + 1 < d->inputs().size();
-         i += 2) {
-      entries[torch::jit::toIValue(d->input(i))->toStringRef()] = d->input(i + 1);
-    }
+    entries = initial;
     for (Node* u : users) {
       const std::string key = *key_of(u);
       if (u->kind() == c10::aten::_set_item) {
