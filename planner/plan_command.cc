@@ -253,7 +253,8 @@ struct PlanProfile {
 
 absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
                                           const std::function<void(const std::string&)>& progress,
-                                          bool tty, uint64_t max_vlayer_weight_bytes = 0) {
+                                          bool tty, uint64_t max_vlayer_weight_bytes = 0,
+                                          int more_vlayers_than = 0) {
   PlanProfile out;
   if (!f.profile_path.empty()) {
     HARMONY_ASSIGN_OR_RETURN(out.profile, ReadProfileFile(f.profile_path));
@@ -301,6 +302,7 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   options.devices.capacity = memory;
   options.granularity = f.granularity;
   options.max_vlayer_weight_bytes = max_vlayer_weight_bytes;
+  options.more_vlayers_than = more_vlayers_than;
   options.threads_per_device = f.threads_per_device;
   HARMONY_ASSIGN_OR_RETURN(options.flush_denormal, common::ParseFlushDenormal(f.flush_denormal));
   HARMONY_ASSIGN_OR_RETURN(options.bf16,
@@ -452,6 +454,29 @@ uint64_t FinerCutLimit(const proto::ProfileFile& profile, uint64_t memory) {
   return std::min<uint64_t>(heaviest / 2, memory / 4);
 }
 
+// The profile and plan on vLayers cut finer than `coarse`'s (those heavier
+// than FinerCutLimit cut along their modules): nullopt when that changes
+// nothing (nothing measured then), or when no plan on them fits.
+struct FinerPlan {
+  PlanProfile profile;
+  MadePlan made;
+};
+absl::StatusOr<std::optional<FinerPlan>> PlanCutFiner(
+    const PlanFlags& f, uint64_t memory, const MakePlanOptions& options, const PlanProfile& coarse,
+    const std::function<void(const std::string&)>& progress, bool tty) {
+  const uint64_t limit = FinerCutLimit(coarse.profile, memory);
+  if (limit == 0) return std::nullopt;
+  const int before = coarse.profile.model().decomposition().vlayer_count();
+  absl::StatusOr<PlanProfile> finer = ObtainProfile(f, memory, progress, tty, limit, before);
+  if (absl::IsCancelled(finer.status())) return std::nullopt;  // Cannot cut finer.
+  if (!finer.ok()) return finer.status();
+  if (finer->no_fit_only) return std::nullopt;
+  absl::StatusOr<MadePlan> made = MakePlan(finer->profile, options);
+  if (tty) std::cerr << "\r\033[K";
+  if (!made.ok() || !made->result.sim.fits) return std::nullopt;
+  return FinerPlan{*std::move(finer), *std::move(made)};
+}
+
 }  // namespace
 
 int PlanCommand(const Args& args) {
@@ -486,7 +511,7 @@ int PlanCommand(const Args& args) {
   // along their own modules, and profile and search again, before giving up.
   for (int round = 0; absl::IsResourceExhausted(made.status()) && round < 4 &&
                       options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
-                      f.granularity == 0;
+                      f.granularity == 0 && options->backward_packs.empty();
        ++round) {
     const uint64_t limit = FinerCutLimit(profile->profile, *memory);
     if (limit == 0) break;
@@ -495,9 +520,9 @@ int PlanCommand(const Args& args) {
               << common::FormatBytes(*memory) << " with " << before
               << " vLayers; cutting those of more than " << common::FormatBytes(limit)
               << " of weights inside, along their modules\n";
-    absl::StatusOr<PlanProfile> finer = ObtainProfile(f, *memory, progress, tty, limit);
+    absl::StatusOr<PlanProfile> finer = ObtainProfile(f, *memory, progress, tty, limit, before);
+    if (absl::IsCancelled(finer.status())) break;  // Cannot cut finer.
     if (!finer.ok()) return Fail(finer.status());
-    if (finer->profile.model().decomposition().vlayer_count() == before) break;  // Cannot cut.
     std::cerr << "harmony-plan: " << finer->profile.model().decomposition().vlayer_count()
               << " vLayers\n";
     profile = std::move(finer);
@@ -508,35 +533,34 @@ int PlanCommand(const Args& args) {
   }
   // A plan that fits only by summing some packs' gradients on the host
   // (more bytes over the link) may be slower than one on vLayers cut finer:
-  // both are planned, the faster kept.
-  auto host_summed = [](const MadePlan& m) {
+  // both are planned, the faster kept (only when the cuts are the planner's
+  // to choose: no --profile, --granularity or --packs).
+  const bool cuts_free = options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
+                         f.granularity == 0 && options->backward_packs.empty();
+  const auto host_summed = [](const MadePlan& m) {
     const std::vector<bool>& sums = m.result.graph.config.host_sums;
     return std::find(sums.begin(), sums.end(), true) != sums.end();
   };
-  if (made.ok() && host_summed(*made) && options->schedule == Schedule::kHarmony &&
-      f.profile_path.empty() && f.granularity == 0) {
-    const uint64_t limit = FinerCutLimit(profile->profile, *memory);
-    const int before = profile->profile.model().decomposition().vlayer_count();
-    absl::StatusOr<PlanProfile> finer =
-        limit == 0 ? absl::StatusOr<PlanProfile>(absl::CancelledError(""))
-                   : ObtainProfile(f, *memory, progress, tty, limit);
-    if (finer.ok() && !finer->no_fit_only &&
-        finer->profile.model().decomposition().vlayer_count() > before) {
-      absl::StatusOr<MadePlan> other = MakePlan(finer->profile, *options);
-      if (tty) std::cerr << "\r\033[K";
-      if (other.ok() && other->result.sim.fits) {
-        const bool better = other->result.sim.iteration_s < made->result.sim.iteration_s;
-        std::cerr << absl::StrFormat(
-            "harmony-plan: summing gradients on the host: %s per iteration with %d vLayers; "
-            "%d vLayers cut finer: %s; keeping the %s\n",
-            common::FormatTimeSpan(absl::Seconds(made->result.sim.iteration_s)), before,
-            finer->profile.model().decomposition().vlayer_count(),
-            common::FormatTimeSpan(absl::Seconds(other->result.sim.iteration_s)),
-            better ? "finer cuts" : "host sums");
-        if (better) {
-          profile = std::move(finer);
-          made = std::move(other);
-        }
+  if (made.ok() && cuts_free && host_summed(*made)) {
+    absl::StatusOr<std::optional<FinerPlan>> finer =
+        PlanCutFiner(f, *memory, *options, *profile, progress, tty);
+    if (!finer.ok()) {
+      std::cerr << "harmony-plan: cutting the vLayers finer failed (" << finer.status().message()
+                << "); keeping the plan that sums on the host\n";
+    } else if (finer->has_value()) {
+      const double coarse_s = made->result.sim.iteration_s;
+      const double finer_s = (*finer)->made.result.sim.iteration_s;
+      const bool better = finer_s < coarse_s;
+      std::cerr << absl::StrFormat(
+          "harmony-plan: summing gradients on the host: %s per iteration with %d vLayers; "
+          "%d vLayers cut finer: %s; keeping the %s\n",
+          common::FormatTimeSpan(absl::Seconds(coarse_s)),
+          profile->profile.model().decomposition().vlayer_count(),
+          (*finer)->profile.profile.model().decomposition().vlayer_count(),
+          common::FormatTimeSpan(absl::Seconds(finer_s)), better ? "finer cuts" : "host sums");
+      if (better) {
+        profile = std::move((*finer)->profile);
+        made = std::move((*finer)->made);
       }
     }
   }

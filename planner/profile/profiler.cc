@@ -216,6 +216,11 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   decompose.output = output.selector;
   HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<Decomposition> d,
                            Decomposition::Create(model, decompose));
+  if (options.more_vlayers_than > 0 && d->num_vlayers() <= options.more_vlayers_than) {
+    return absl::CancelledError(absl::StrCat("the model splits into ", d->num_vlayers(),
+                                             " vLayers, no more than ",
+                                             options.more_vlayers_than));
+  }
   Context c;
   c.d = d.get();
   c.loss = options.loss;

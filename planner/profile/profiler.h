@@ -49,6 +49,10 @@ struct ProfilerOptions {
   // Cut vLayers holding more parameter bytes than this along their modules
   // (common::DecomposeOptions::max_vlayer_weight_bytes); 0: no limit.
   uint64_t max_vlayer_weight_bytes = 0;
+  // > 0: measure nothing and return absl::CancelledError unless the model
+  // splits into more vLayers than this (harmony-plan asks for finer cuts
+  // only when they change the decomposition).
+  int more_vlayers_than = 0;
   // "sgd" (one momentum buffer per parameter), "adam" or "adamw" (two).
   std::string optimizer = "sgd";
   common::LossKind loss = common::LossKind::kAuto;

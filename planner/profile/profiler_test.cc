@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/script.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
 #include "common/files.h"
 #include "common/loss.h"
@@ -189,6 +190,37 @@ TEST(ProfilerTest, TooLittleMemoryIsResourceExhausted) {
   EXPECT_EQ(file.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(file.status().message().find("2.00 KiB"), std::string::npos)
       << file.status();
+}
+
+// harmony-plan asks for finer cuts only when they change the vLayers: the
+// profiler says so before measuring anything.
+TEST(ProfilerTest, CutsThatChangeNothingAreNotMeasured) {
+  const std::string path = Tmp("gpt_cuts.pt");
+  common::TrainingData sample = WriteZoo("gpt", path);
+  ProfilerOptions options = Options(64ull << 20, 2);
+  int measured = 0;
+  options.progress = [&](const std::string&) { ++measured; };
+  absl::StatusOr<proto::ProfileFile> blocks = ProfileModel(path, sample, options);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  const int n = blocks->model().decomposition().vlayer_count();
+  ASSERT_GT(measured, 0);
+
+  measured = 0;
+  options.more_vlayers_than = n;  // The same cuts: nothing to measure.
+  absl::StatusOr<proto::ProfileFile> same = ProfileModel(path, sample, options);
+  EXPECT_EQ(same.status().code(), absl::StatusCode::kCancelled) << same.status();
+  EXPECT_NE(same.status().message().find(absl::StrCat(n, " vLayers")), std::string::npos)
+      << same.status();
+  EXPECT_EQ(measured, 0);
+
+  // Blocks cut inside (every vLayer heavier than one byte): more vLayers,
+  // measured as usual.
+  options.max_vlayer_weight_bytes = 1;
+  absl::StatusOr<proto::ProfileFile> finer = ProfileModel(path, sample, options);
+  ASSERT_TRUE(finer.ok()) << finer.status();
+  EXPECT_GT(finer->model().decomposition().vlayer_count(), n);
+  EXPECT_EQ(finer->profile().vlayers_size(), finer->model().decomposition().vlayer_count());
+  EXPECT_GT(measured, 0);
 }
 
 TEST(ProfilerTest, BadModelAndMismatchedSampleAreExplained) {
