@@ -507,11 +507,13 @@ int PlanCommand(const Args& args) {
                                             absl::ResourceExhaustedError("does not fit"))
                                       : MakePlan(profile->profile, *options);
   if (tty) std::cerr << "\r\033[K";
+  // The cuts are the planner's to choose (no --profile, --granularity or
+  // --packs, whose indices are the blocks'): finer ones are tried below.
+  const bool cuts_free = options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
+                         f.granularity == 0 && options->backward_packs.empty();
   // Nothing fits with a vLayer per block: cut the heaviest vLayers inside,
   // along their own modules, and profile and search again, before giving up.
-  for (int round = 0; absl::IsResourceExhausted(made.status()) && round < 4 &&
-                      options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
-                      f.granularity == 0 && options->backward_packs.empty();
+  for (int round = 0; absl::IsResourceExhausted(made.status()) && round < 4 && cuts_free;
        ++round) {
     const uint64_t limit = FinerCutLimit(profile->profile, *memory);
     if (limit == 0) break;
@@ -533,10 +535,7 @@ int PlanCommand(const Args& args) {
   }
   // A plan that fits only by summing some packs' gradients on the host
   // (more bytes over the link) may be slower than one on vLayers cut finer:
-  // both are planned, the faster kept (only when the cuts are the planner's
-  // to choose: no --profile, --granularity or --packs).
-  const bool cuts_free = options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
-                         f.granularity == 0 && options->backward_packs.empty();
+  // both are planned, the faster kept.
   const auto host_summed = [](const MadePlan& m) {
     const std::vector<bool>& sums = m.result.graph.config.host_sums;
     return std::find(sums.begin(), sums.end(), true) != sums.end();
