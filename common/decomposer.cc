@@ -131,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Decomposition>> Decomposition::Create(
     reads(pure->nodes[i], static_cast<int>(i));
   }
   std::vector<int> cuts = ChooseCuts(*pure, elements, bytes, reads_params, options.granularity,
-                                     options.max_vlayer_weight_bytes);
+                                     options.max_vlayer_weight_bytes, options.split_blocks);
   std::unique_ptr<Decomposition> d(new Decomposition(std::make_unique<Impl>()));
   d->impl_->pure = std::move(pure);
   d->forward_arguments_ = std::move(arguments);

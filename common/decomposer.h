@@ -65,6 +65,12 @@ struct DecomposeOptions {
   // module) until it holds no more or cannot be cut further. harmony-plan
   // sets it when no schedule fits the devices with the vLayers per block.
   uint64_t max_vlayer_weight_bytes = 0;
+  // Each block (after the above) cut once more along its own modules: a
+  // transformer block into its norms, attention and MLP; a residual block
+  // into its convolutions and norms (harmony-plan --split-blocks). Each
+  // part's backward needs less memory than the block's; the search may
+  // still pack the parts back together.
+  bool split_blocks = false;
   // The element of forward's output that training uses, when forward
   // returns a tuple, list, dict or NamedTuple: an index ("0"), a dict key or
   // a field name ("loss"); see common/model_output.h, which chooses one.

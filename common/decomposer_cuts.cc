@@ -93,7 +93,8 @@ std::vector<int> ChooseCuts(const PureGraph& pure,
                             const std::vector<int64_t>& elements,
                             const std::vector<int64_t>& bytes,
                             const std::vector<bool>& reads_params,
-                            int granularity, uint64_t max_unit_bytes) {
+                            int granularity, uint64_t max_unit_bytes,
+                            bool split_blocks) {
   const int count = static_cast<int>(pure.nodes.size());
   int64_t total = 0;
   for (int64_t e : elements) total += e;
@@ -146,6 +147,14 @@ std::vector<int> ChooseCuts(const PureGraph& pure,
     for (size_t i = 0; i < units.size();) {
       if (units[i].splittable && bytes_of(units[i]) > max_unit_bytes && split(i)) continue;
       ++i;
+    }
+  }
+  if (split_blocks) {
+    const size_t blocks = units.size();
+    for (size_t b = 0, i = 0; b < blocks; ++b) {
+      const size_t before = units.size();
+      if (units[i].splittable) split(i);
+      i += 1 + (units.size() - before);
     }
   }
   if (granularity > 0) {

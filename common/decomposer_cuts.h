@@ -23,11 +23,12 @@ using pure_graph::PureGraph;
 // `bytes`: their bytes; `reads_params`: whether a node reads any parameter
 // (for grouping); `max_unit_bytes` (0: none): a unit whose parameters hold
 // more is cut along its own module boundaries until it holds no more or
-// cannot be cut further. Returns the cut points, the first 0.
+// cannot be cut further; `split_blocks`: then every unit is cut once more
+// along its own modules, where it can be. Returns the cut points, the first 0.
 std::vector<int> ChooseCuts(const PureGraph& pure, const std::vector<int64_t>& elements,
                             const std::vector<int64_t>& bytes,
                             const std::vector<bool>& reads_params, int granularity,
-                            uint64_t max_unit_bytes);
+                            uint64_t max_unit_bytes, bool split_blocks = false);
 
 }  // namespace harmony::common::decomposer_internal
 

@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/loss.h"
 #include "common/model_output.h"
 #include "common/tensor_file.h"
@@ -495,6 +496,37 @@ TEST(DecomposerTest, HeavyVLayersAreCutAlongTheirModules) {
   auto again = Decomposition::CreateWithCuts(densenet, (*finer)->cut_points());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)->num_vlayers(), (*finer)->num_vlayers());
+}
+
+// split_blocks cuts each block once along its own modules: a GPT block into
+// its two norms, its attention and its MLP; the embeddings and the head,
+// leaves already, stay as they were; the cuts re-create the same vLayers.
+TEST(DecomposerTest, SplitBlocksCutsEachBlockAlongItsModules) {
+  auto model = zoo::BuildZooModel(Small("gpt"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto blocks = Decomposition::Create(*model, DecomposeOptions{});
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  DecomposeOptions options;
+  options.split_blocks = true;
+  auto split = Decomposition::Create(*model, options);
+  ASSERT_TRUE(split.ok()) << split.status();
+  std::vector<std::string> scopes;
+  for (const VLayerInfo& v : (*split)->vlayers()) scopes.push_back(v.scope);
+  for (int i = 0; i < 3; ++i) {
+    for (const char* part : {"ln_1", "attn", "ln_2", "mlp"}) {
+      const std::string scope = absl::StrCat("h.", i, ".", part);
+      EXPECT_EQ(std::count(scopes.begin(), scopes.end(), scope), 1)
+          << scope << " in " << ::testing::PrintToString(scopes);
+    }
+    EXPECT_EQ(std::count(scopes.begin(), scopes.end(), absl::StrCat("h.", i)), 0);
+  }
+  EXPECT_EQ((*split)->num_vlayers(), (*blocks)->num_vlayers() + 3 * 3)
+      << ::testing::PrintToString(scopes);
+  auto again = Decomposition::CreateWithCuts(*model, (*split)->cut_points());
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (int k = 0; k < (*split)->num_vlayers(); ++k) {
+    EXPECT_EQ((*again)->GraphText(k), (*split)->GraphText(k));
+  }
 }
 
 TEST(DecomposerTest, BadCutPointsAreRejected) {

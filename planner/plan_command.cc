@@ -98,6 +98,7 @@ struct PlanFlags {
   int64_t seq_len = 0;
   int gpus = 0, minibatch = 0, microbatch = 0, granularity = 0, threads_per_device = 0,
       servers = 1, global_minibatch = 0, waves = 0;
+  bool split_blocks = false;
   double tolerance = 0.05, reserve = 0.1;
   std::string optimizer = "sgd", loss = "auto", loss_output;
 };
@@ -182,6 +183,9 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "with --servers: each server keeps 1/servers of the optimizer state (ZeRO-1)")
       ("granularity", po::value(&f->granularity)->default_value(f->granularity),
        "vLayers when profiling: 0 = one per block, N = about N")
+      ("split-blocks", po::bool_switch(&f->split_blocks),
+       "when profiling, cut each block once more along its own modules (a transformer "
+       "block into its norms, attention and MLP)")
       ("threads-per-device", po::value(&f->threads_per_device)->default_value(f->threads_per_device),
        "intra-op threads each device computes on when profiling, as "
        "harmony-exec's flag (0: the host's hardware threads divided among the "
@@ -302,6 +306,7 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   options.devices.capacity = memory;
   options.granularity = f.granularity;
   options.max_vlayer_weight_bytes = max_vlayer_weight_bytes;
+  options.split_blocks = f.split_blocks;
   options.more_vlayers_than = more_vlayers_than;
   options.threads_per_device = f.threads_per_device;
   HARMONY_ASSIGN_OR_RETURN(options.flush_denormal, common::ParseFlushDenormal(f.flush_denormal));
@@ -507,10 +512,12 @@ int PlanCommand(const Args& args) {
                                             absl::ResourceExhaustedError("does not fit"))
                                       : MakePlan(profile->profile, *options);
   if (tty) std::cerr << "\r\033[K";
-  // The cuts are the planner's to choose (no --profile, --granularity or
-  // --packs, whose indices are the blocks'): finer ones are tried below.
+  // The cuts are the planner's to choose (no --profile, --granularity,
+  // --split-blocks or --packs, whose indices are the blocks'): finer ones
+  // are tried below.
   const bool cuts_free = options->schedule == Schedule::kHarmony && f.profile_path.empty() &&
-                         f.granularity == 0 && options->backward_packs.empty();
+                         f.granularity == 0 && !f.split_blocks &&
+                         options->backward_packs.empty();
   // Nothing fits with a vLayer per block: cut the heaviest vLayers inside,
   // along their own modules, and profile and search again, before giving up.
   for (int round = 0; absl::IsResourceExhausted(made.status()) && round < 4 && cuts_free;

@@ -54,6 +54,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "cuda (the GPUs), cuda:N or cuda:NxSIZE (N partitions of SIZE of the GPUs)")
       ("granularity", po::value(&options.granularity)->default_value(0),
        "vLayers: 0 = one per block, N = about N")
+      ("split-blocks", po::bool_switch(&options.split_blocks),
+       "cut each block once more along its own modules (a transformer block into its "
+       "norms, attention and MLP)")
       ("optimizer", po::value(&options.optimizer)->default_value("sgd"),
        "sgd | adam | adamw (sizes optimizer state, times the CPU update)")
       ("loss", po::value(&loss)->default_value(loss),
@@ -146,13 +149,16 @@ int DecomposeCommand(const std::vector<std::string>& args) {
   std::string model_path;
   harmony::common::DecomposeOptions options;
   po::options_description flags(
-      "Usage: harmony-plan decompose MODEL.pt [--granularity N]\n\n"
+      "Usage: harmony-plan decompose MODEL.pt [--granularity N] [--split-blocks]\n\n"
       "Shows the vLayers of a TorchScript model: scope, graph nodes, weights,\n"
       "where each live-in comes from, and outputs.\n\nFlags");
   std::string sample_path, loss_output;
   flags.add_options()("help,h", "show this help")(
       "granularity", po::value(&options.granularity)->default_value(0),
       "0 = one vLayer per block, N = about N vLayers")(
+      "split-blocks", po::bool_switch(&options.split_blocks),
+      "cut each block once more along its own modules (a transformer block into its "
+      "norms, attention and MLP)")(
       "sample-input", po::value(&sample_path),
       "torch.save file with a sample input: finds the first scalar tensor of a "
       "tuple, list or dict output (the loss)")(

@@ -71,6 +71,12 @@ TEST(PlanCliTest, ProfileDecomposeSynthesize) {
   ASSERT_EQ(decomposed.exit_code, 0) << decomposed.output;
   EXPECT_NE(decomposed.output.find("forward(tokens, targets)"), std::string::npos);
   EXPECT_NE(decomposed.output.find("h.2"), std::string::npos) << decomposed.output;
+  EXPECT_EQ(decomposed.output.find("h.2.attn"), std::string::npos) << decomposed.output;
+  auto split = RunCommand(absl::StrCat(kPlan, " decompose ", Tmp("gpt.pt"), " --split-blocks"));
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  for (const char* part : {"h.2.ln_1", "h.2.attn", "h.2.ln_2", "h.2.mlp"}) {
+    EXPECT_NE(split.output.find(part), std::string::npos) << part << " in " << split.output;
+  }
 
   int block = -1;
   const auto& vlayers = file->model().decomposition().vlayers();

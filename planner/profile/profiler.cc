@@ -213,6 +213,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   common::DecomposeOptions decompose;
   decompose.granularity = options.granularity;
   decompose.max_vlayer_weight_bytes = options.max_vlayer_weight_bytes;
+  decompose.split_blocks = options.split_blocks;
   decompose.output = output.selector;
   HARMONY_ASSIGN_OR_RETURN(std::unique_ptr<Decomposition> d,
                            Decomposition::Create(model, decompose));

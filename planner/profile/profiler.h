@@ -49,6 +49,9 @@ struct ProfilerOptions {
   // Cut vLayers holding more parameter bytes than this along their modules
   // (common::DecomposeOptions::max_vlayer_weight_bytes); 0: no limit.
   uint64_t max_vlayer_weight_bytes = 0;
+  // Every block cut once more along its own modules
+  // (common::DecomposeOptions::split_blocks).
+  bool split_blocks = false;
   // > 0: measure nothing and return absl::CancelledError unless the model
   // splits into more vLayers than this (harmony-plan asks for finer cuts
   // only when they change the decomposition).
