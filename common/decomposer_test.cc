@@ -57,9 +57,11 @@ Reference RunModule(torch::jit::Module& model, const TrainingData& data,
   return r;
 }
 
-// Checks bit-identity of everything the step touched.
+// Checks bit-identity of everything the step touched; with
+// `gradient_tolerance` > 0, the gradients within that relative norm instead.
 void ExpectIdentical(torch::jit::Module& expected, torch::jit::Module& actual,
-                     const Reference& ref, const VLayerStepResult& got) {
+                     const Reference& ref, const VLayerStepResult& got,
+                     double gradient_tolerance = 0) {
   EXPECT_TRUE(torch::equal(ref.output, got.output))
       << "outputs differ by " << (ref.output - got.output).abs().max().item<double>();
   EXPECT_TRUE(torch::equal(ref.loss, got.loss))
@@ -75,6 +77,12 @@ void ExpectIdentical(torch::jit::Module& expected, torch::jit::Module& actual,
     ASSERT_EQ(ge.defined(), ga.defined()) << (*ie).name;
     if (!ge.defined()) continue;
     ++with_grad;
+    if (gradient_tolerance > 0) {
+      EXPECT_LE((ge - ga).norm().item<double>(),
+                gradient_tolerance * std::max(ge.norm().item<double>(), 1e-30))
+          << (*ie).name;
+      continue;
+    }
     EXPECT_TRUE(torch::equal(ge, ga))
         << (*ie).name << " gradients differ by "
         << (ge - ga).abs().max().item<double>();
@@ -94,7 +102,20 @@ struct Case {
   std::string family;
   int granularity;
   std::string output = "";  // DecomposeOptions::output.
+  bool split_blocks = false;
+  // Cuts that make the vLayers add a gradient's terms in another order than
+  // autograd does in one graph: the gradients within 1e-6 (relative norm),
+  // the forward still bit for bit. Measured with --split-blocks: LLaMA's
+  // RMSNorm, written out, reads the residual stream twice beside the
+  // residual add (three terms: ~1e-9 apart); ConvNeXt's pwconv2 bias sums
+  // an output gradient that crosses a cut (~1e-8).
+  bool reassociates = false;
 };
+
+// "gpt_g0", "gpt_g0_split" for the cases' names.
+std::string CaseName(const std::string& family, const Case& c) {
+  return family + "_g" + std::to_string(c.granularity) + (c.split_blocks ? "_split" : "");
+}
 
 class EquivalenceTest : public ::testing::TestWithParam<Case> {};
 
@@ -108,6 +129,7 @@ TEST_P(EquivalenceTest, VLayersAreBitIdenticalToTheModule) {
 
   DecomposeOptions options;
   options.granularity = c.granularity;
+  options.split_blocks = c.split_blocks;
   absl::StatusOr<std::unique_ptr<Decomposition>> d =
       Decomposition::Create(*actual, options);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -139,10 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"mlp", 0}, Case{"mlp", 3}, Case{"gpt", 0},
                       Case{"gpt", 4}, Case{"gpt", 40}, Case{"bert", 0},
                       Case{"bert", 12}, Case{"resnet", 0}, Case{"resnet", 6},
-                      Case{"resnet", 30}, Case{"vgg", 0}, Case{"vgg", 5}),
-    [](const auto& info) {
-      return info.param.family + "_g" + std::to_string(info.param.granularity);
-    });
+                      Case{"resnet", 30}, Case{"vgg", 0}, Case{"vgg", 5},
+                      Case{"gpt", 0, "", true}, Case{"bert", 0, "", true},
+                      Case{"resnet", 0, "", true}),
+    [](const auto& info) { return CaseName(info.param.family, info.param); });
 
 // Models written in Python the way PyTorch users write them and saved with
 // torch.jit.script(model).save() (tests/testdata/make_python_models.py).
@@ -159,6 +181,7 @@ TEST_P(PythonModelTest, VLayersAreBitIdenticalToTheModule) {
   DecomposeOptions options;
   options.granularity = c.granularity;
   options.output = c.output;
+  options.split_blocks = c.split_blocks;
   auto d = Decomposition::Create(actual, options);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_GE((*d)->num_vlayers(), 2);
@@ -173,7 +196,7 @@ TEST_P(PythonModelTest, VLayersAreBitIdenticalToTheModule) {
   auto got = RunVLayerStep(**d, actual, data->inputs, data->targets,
                            LossKind::kAuto);
   ASSERT_TRUE(got.ok()) << got.status();
-  ExpectIdentical(expected, actual, ref, *got);
+  ExpectIdentical(expected, actual, ref, *got, c.reassociates ? 1e-6 : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -201,10 +224,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tests/suite/moe", 0}, Case{"tests/suite/moe", 14},
                       Case{"tests/suite/dlrm", 0}, Case{"tests/suite/traced_gpt", 0},
                       Case{"tests/suite/convnext", 0}, Case{"tests/suite/padded_encoder", 0},
-                      Case{"tests/suite/shared_depth", 0}, Case{"tests/suite/deeplab", 0, "out"}),
+                      Case{"tests/suite/shared_depth", 0}, Case{"tests/suite/deeplab", 0, "out"},
+                      // Blocks cut along their modules (--split-blocks).
+                      Case{"tests/testdata/torchvision_resnet", 0, "", true},
+                      Case{"tests/testdata/user_gpt", 0, "", true},
+                      Case{"tests/testdata/user_bert", 0, "", true},
+                      Case{"tests/suite/llama", 0, "", true, true},
+                      Case{"tests/suite/convnext", 0, "", true, true},
+                      Case{"tests/suite/moe", 0, "", true}),
     [](const auto& info) {
-      return info.param.family.substr(info.param.family.rfind('/') + 1) + "_g" +
-             std::to_string(info.param.granularity);
+      return CaseName(info.param.family.substr(info.param.family.rfind('/') + 1), info.param);
     });
 
 // A weight held under two names (lm_head.weight = wte.weight, b.weight =
