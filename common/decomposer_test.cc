@@ -103,12 +103,16 @@ struct Case {
   int granularity;
   std::string output = "";  // DecomposeOptions::output.
   bool split_blocks = false;
-  // Cuts that make the vLayers add a gradient's terms in another order than
+  // Cuts that make the vLayers sum a gradient in another order than
   // autograd does in one graph: the gradients within 1e-6 (relative norm),
   // the forward still bit for bit. Measured with --split-blocks: LLaMA's
   // RMSNorm, written out, reads the residual stream twice beside the
-  // residual add (three terms: ~1e-9 apart); ConvNeXt's pwconv2 bias sums
-  // an output gradient that crosses a cut (~1e-8).
+  // residual add (three terms: ~1e-9 apart). ConvNeXt's pwconv2 bias
+  // (~1e-8): its output gradient crosses the cut, and a live-in leaf's
+  // .grad is laid out as the leaf (autograd's layout contract: contiguous)
+  // where in one graph it keeps the permuted strides, so the bias sums it
+  // in another order (plain PyTorch does the same; torch.autograd.grad
+  // keeps the strides).
   bool reassociates = false;
 };
 
