@@ -21,6 +21,11 @@ namespace harmony::planner::cli {
 
 using Args = std::vector<std::string>;
 
+// --split-blocks's help, the same on plan, profile and decompose.
+inline constexpr char kSplitBlocksHelp[] =
+    "cut each block once more along its own modules (a transformer block into its norms, "
+    "attention and MLP)";
+
 // Prints "harmony-plan: <message>"; returns 1.
 int Fail(const absl::Status& status);
 

@@ -183,9 +183,7 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "with --servers: each server keeps 1/servers of the optimizer state (ZeRO-1)")
       ("granularity", po::value(&f->granularity)->default_value(f->granularity),
        "vLayers when profiling: 0 = one per block, N = about N")
-      ("split-blocks", po::bool_switch(&f->split_blocks),
-       "when profiling, cut each block once more along its own modules (a transformer "
-       "block into its norms, attention and MLP)")
+      ("split-blocks", po::bool_switch(&f->split_blocks), kSplitBlocksHelp)
       ("threads-per-device", po::value(&f->threads_per_device)->default_value(f->threads_per_device),
        "intra-op threads each device computes on when profiling, as "
        "harmony-exec's flag (0: the host's hardware threads divided among the "

@@ -54,9 +54,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "cuda (the GPUs), cuda:N or cuda:NxSIZE (N partitions of SIZE of the GPUs)")
       ("granularity", po::value(&options.granularity)->default_value(0),
        "vLayers: 0 = one per block, N = about N")
-      ("split-blocks", po::bool_switch(&options.split_blocks),
-       "cut each block once more along its own modules (a transformer block into its "
-       "norms, attention and MLP)")
+      ("split-blocks", po::bool_switch(&options.split_blocks), kSplitBlocksHelp)
       ("optimizer", po::value(&options.optimizer)->default_value("sgd"),
        "sgd | adam | adamw (sizes optimizer state, times the CPU update)")
       ("loss", po::value(&loss)->default_value(loss),
@@ -156,9 +154,7 @@ int DecomposeCommand(const std::vector<std::string>& args) {
   flags.add_options()("help,h", "show this help")(
       "granularity", po::value(&options.granularity)->default_value(0),
       "0 = one vLayer per block, N = about N vLayers")(
-      "split-blocks", po::bool_switch(&options.split_blocks),
-      "cut each block once more along its own modules (a transformer block into its "
-      "norms, attention and MLP)")(
+      "split-blocks", po::bool_switch(&options.split_blocks), kSplitBlocksHelp)(
       "sample-input", po::value(&sample_path),
       "torch.save file with a sample input: finds the first scalar tensor of a "
       "tuple, list or dict output (the loss)")(
