@@ -10,6 +10,7 @@
 #include <c10/core/GradMode.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/leaf_gradients.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 
@@ -92,10 +93,14 @@ absl::StatusOr<VLayerStepResult> RunVLayerStep(
     // Live-ins become leaves so their gradients can be read off.
     std::vector<c10::IValue> in = inputs_of(k, outputs);
     std::vector<at::Tensor> leaves(in.size());
+    LeafGradients leaf_grads;  // Handed on as autograd computed them.
     for (size_t i = 0; i < in.size(); ++i) {
       if (!in[i].isTensor() || info.inputs[i].producer < 0) continue;
       at::Tensor t = in[i].toTensor().detach();
-      if (at::isFloatingType(t.scalar_type())) t.requires_grad_(true);
+      if (at::isFloatingType(t.scalar_type())) {
+        t.requires_grad_(true);
+        leaf_grads.Watch(t, static_cast<int>(i));
+      }
       leaves[i] = t;
       in[i] = t;
     }
@@ -129,10 +134,12 @@ absl::StatusOr<VLayerStepResult> RunVLayerStep(
     // Hand input gradients to their producers, accumulating in the order
     // autograd would (the later consumer first).
     for (size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].defined() || !leaves[i].grad().defined()) continue;
+      if (!leaves[i].defined()) continue;
+      const at::Tensor g = leaf_grads.Take(leaves[i], static_cast<int>(i));
+      if (!g.defined()) continue;
       const ValueSource& s = info.inputs[i];
       at::Tensor& acc = grads[s.producer][s.index];
-      acc = acc.defined() ? acc + leaves[i].grad() : leaves[i].grad();
+      acc = acc.defined() ? acc + g : g;
     }
   }
   SetRngState(rng_after_forward);

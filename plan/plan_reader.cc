@@ -137,6 +137,16 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   for (const proto::Pack& p : pc.backward_packs()) {
     c.backward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }
+  if (pc.backward_pack_microbatches_size() > 0) {
+    if (pc.backward_pack_microbatches_size() != pc.backward_packs_size()) {
+      return Malformed(absl::StrCat("it gives ", pc.backward_pack_microbatches_size(),
+                                    " backward pack microbatches for ", pc.backward_packs_size(),
+                                    " backward packs"));
+    }
+    for (uint32_t u : pc.backward_pack_microbatches()) {
+      c.backward_pack_microbatch.push_back(static_cast<int>(u));
+    }
+  }
   for (uint32_t p : pc.host_summed_packs()) {
     if (p >= c.backward_packs.size()) {
       return Malformed(absl::StrCat("it sums the gradients of backward pack ", p,

@@ -58,6 +58,21 @@ struct Config {
   int minibatch = 1;
   int forward_microbatch = 1;   // U_f >= U_b.
   int backward_microbatch = 1;
+  // Harmony: a backward pack's own microbatch where it differs from U_b
+  // (at a pack's index; 0 or absent: U_b), between U_b and U_f. A pack
+  // whose backward fits a device at a larger microbatch than the heaviest
+  // pack's (GPT's lm_head with the loss holds U_b down) runs at it: fewer,
+  // larger kernels. Gradients between packs of different microbatches go
+  // through the host and are cut or joined there (the rows are the same).
+  // Models that draw dropout masks or update batch statistics keep every
+  // size equal (their recompute must see the forward's microbatches).
+  std::vector<int> backward_pack_microbatch;
+  int BackwardMicrobatch(int pack) const {
+    return pack >= 0 && pack < static_cast<int>(backward_pack_microbatch.size()) &&
+                   backward_pack_microbatch[pack] > 0
+               ? backward_pack_microbatch[pack]
+               : backward_microbatch;
+  }
   Packing forward_packs;   // Cover [0, last backward pack's begin).
   Packing backward_packs;  // Cover every vLayer; the last fuses the loss.
   // Whether a task prefetches the next task's weights on its device (two

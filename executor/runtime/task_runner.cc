@@ -23,6 +23,7 @@
 #include "common/denormals.h"
 #include "common/dropout.h"
 #include "common/intra_op_threads.h"
+#include "common/leaf_gradients.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "executor/runtime/runtime_impl.h"
@@ -248,12 +249,18 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
                                            t.vlayers.begin, "-", t.vlayers.end - 1,
                                            "), microbatch ", mb.index));
       // Live-ins from earlier vLayers become leaves.
+      // Their gradients are handed on as autograd computed them
+      // (common/leaf_gradients.h).
       std::map<Ref, at::Tensor> leaves;
+      common::LeafGradients leaf_grads;
       HARMONY_RETURN_IF_ERROR(CallTorch("leaves", [&] {
         for (auto& [ref, v] : values) {
           if (ref.first < 0 || !v.isTensor()) continue;
           at::Tensor leaf = v.toTensor().detach();
-          if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+          if (at::isFloatingType(leaf.scalar_type())) {
+            leaf.requires_grad_(true);
+            leaf_grads.Watch(leaf, static_cast<int>(leaves.size()));
+          }
           leaves[ref] = leaf;
           v = leaf;
         }
@@ -354,9 +361,12 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
             }));
         HARMONY_RETURN_IF_ERROR(ToFp32Gradients(w));
       }
+      int key = 0;
       for (auto& [ref, leaf] : leaves) {
+        const int watched = key++;
         if (!at::isFloatingType(leaf.scalar_type())) continue;
-        input_grads[ref] = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
+        at::Tensor g = leaf_grads.Take(leaf, watched);
+        input_grads[ref] = g.defined() ? g : at::zeros_like(leaf);
       }
       values.clear();
     }

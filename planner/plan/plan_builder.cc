@@ -93,6 +93,12 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_local_activations(c.local_activations);
   config->set_peer_weights(c.peer_weights);
   config->set_waves(static_cast<uint32_t>(std::max(1, c.waves)));
+  if (!c.backward_pack_microbatch.empty()) {
+    for (size_t p = 0; p < c.backward_packs.size(); ++p) {
+      config->add_backward_pack_microbatches(
+          static_cast<uint32_t>(c.BackwardMicrobatch(static_cast<int>(p))));
+    }
+  }
   for (size_t p = 0; p < c.host_sums.size(); ++p) {
     if (c.host_sums[p]) config->add_host_summed_packs(static_cast<uint32_t>(p));
   }
@@ -139,6 +145,14 @@ std::string PlanSummary(const proto::Plan& plan) {
   }
   absl::StrAppendFormat(&out, "  microbatches: forward %d, backward %d\n",
                         c.forward_microbatch(), c.backward_microbatch());
+  if (c.backward_pack_microbatches_size() > 0) {
+    std::vector<std::string> sizes;
+    for (int p = 0; p < c.backward_pack_microbatches_size(); ++p) {
+      sizes.push_back(absl::StrCat(p, ":", c.backward_pack_microbatches(p)));
+    }
+    absl::StrAppendFormat(&out, "  backward microbatch per backward pack: %s\n",
+                          absl::StrJoin(sizes, " "));
+  }
   if (c.precision() == proto::BF16) {
     out += c.fp32_gradients()
                ? "  precision: bf16, gradients fp32 (bf16 weights on the devices and the link, "

@@ -7,12 +7,12 @@ namespace harmony::planner {
 
 std::vector<int> KeepablePacks(const CostModel& model, const Config& c) {
   std::vector<int> out;
-  if (c.schedule != Schedule::kHarmony || c.forward_microbatch != c.backward_microbatch ||
-      !model.measured_kept()) {
-    return out;
-  }
+  if (c.schedule != Schedule::kHarmony || !model.measured_kept()) return out;
   for (size_t q = 0; q + 1 < c.backward_packs.size(); ++q) {
-    if (KeepSource(c.forward_packs, c.backward_packs[q]) >= 0) out.push_back(static_cast<int>(q));
+    if (c.BackwardMicrobatch(static_cast<int>(q)) == c.forward_microbatch &&
+        KeepSource(c.forward_packs, c.backward_packs[q]) >= 0) {
+      out.push_back(static_cast<int>(q));
+    }
   }
   return out;
 }

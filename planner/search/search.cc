@@ -11,6 +11,7 @@
 #include "common/units.h"
 #include "planner/search/candidates.h"
 #include "planner/search/keep_choice.h"
+#include "planner/search/microbatch_choice.h"
 #include "planner/search/prefetch_choice.h"
 
 namespace harmony::planner {
@@ -50,16 +51,15 @@ bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimRe
 // (with the next pack's weights prefetched beside it, the likely reason a
 // config does not fit) and less without. Empty when there are none.
 std::vector<bool> HostSumsFor(const CostModel& model, const Config& c) {
-  if (c.mode != Mode::kVpp || c.schedule != Schedule::kHarmony ||
-      c.minibatch <= c.backward_microbatch) {
-    return {};
-  }
+  if (c.mode != Mode::kVpp || c.schedule != Schedule::kHarmony) return {};
   std::vector<bool> sums(c.backward_packs.size(), false);
   bool any = false;
   for (size_t p = 0; p < c.backward_packs.size(); ++p) {
+    const int u = c.BackwardMicrobatch(static_cast<int>(p));
+    if (c.minibatch <= u) continue;
     const PackRange& r = c.backward_packs[p];
-    const uint64_t device = model.BackwardMemory(r.begin, r.end, c.backward_microbatch);
-    const uint64_t host = model.BackwardMemory(r.begin, r.end, c.backward_microbatch, true);
+    const uint64_t device = model.BackwardMemory(r.begin, r.end, u);
+    const uint64_t host = model.BackwardMemory(r.begin, r.end, u, true);
     sums[p] = host < device && device > c.device_memory / 2;
     any = any || sums[p];
   }
@@ -71,38 +71,27 @@ std::vector<bool> HostSumsFor(const CostModel& model, const Config& c) {
 
 // Adds each pack's compute at the microbatch sizes the tasks run.
 double BusiestDeviceComputeSeconds(const CostModel& model, const Config& c) {
-  auto over = [&](const Packing& packs, int samples, int u, bool forward) {
+  // `at(size)` over `samples` in microbatches of `u` (the last may be smaller).
+  auto over = [](int samples, int u, const auto& at) {
     const int full = samples / u, rest = samples % u;
-    double seconds = 0;
-    for (const PackRange& p : packs) {
-      auto at = [&](int size) {
-        return forward ? model.ForwardSeconds(p.begin, p.end, size)
-                       : model.BackwardSeconds(p.begin, p.end, size);
-      };
-      seconds += full * at(u) + (rest > 0 ? at(rest) : 0.0);
-    }
-    return seconds;
-  };
-  // Kept packs' backwards run without their recompute.
-  auto kept = [&](int samples, int u) {
-    const int full = samples / u, rest = samples % u;
-    double seconds = 0;
-    for (size_t q = 0; q < c.backward_packs.size(); ++q) {
-      if (!c.Keeps(static_cast<int>(q))) continue;
-      const PackRange& p = c.backward_packs[q];
-      auto saved = [&](int size) {
-        return model.BackwardSeconds(p.begin, p.end, size) -
-               model.KeptBackwardSeconds(p.begin, p.end, size);
-      };
-      seconds += full * saved(u) + (rest > 0 ? saved(rest) : 0.0);
-    }
-    return seconds;
+    return full * at(u) + (rest > 0 ? at(rest) : 0.0);
   };
   const int n = std::max(1, c.num_devices);
   const int samples = c.mode == Mode::kVdp ? (c.minibatch + n - 1) / n : c.minibatch;
-  const double seconds = over(c.forward_packs, samples, c.forward_microbatch, true) +
-                         over(c.backward_packs, samples, c.backward_microbatch, false) -
-                         kept(samples, c.backward_microbatch);
+  double seconds = 0;
+  for (const PackRange& p : c.forward_packs) {
+    seconds += over(samples, c.forward_microbatch,
+                    [&](int size) { return model.ForwardSeconds(p.begin, p.end, size); });
+  }
+  for (size_t q = 0; q < c.backward_packs.size(); ++q) {
+    const PackRange& p = c.backward_packs[q];
+    // Kept packs' backwards run without their recompute.
+    const bool kept = c.Keeps(static_cast<int>(q));
+    seconds += over(samples, c.BackwardMicrobatch(static_cast<int>(q)), [&](int size) {
+      return kept ? model.KeptBackwardSeconds(p.begin, p.end, size)
+                  : model.BackwardSeconds(p.begin, p.end, size);
+    });
+  }
   return c.mode == Mode::kVdp ? seconds : seconds / n;
 }
 
@@ -233,6 +222,16 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     // Largest first: they tend to be fastest, and what is found first
     // bounds the rest.
     std::reverse(backward_sizes.begin(), backward_sizes.end());
+    // Backward packs at microbatches of their own (microbatch_choice.h)
+    // at the largest U_b at which every vLayer's backward fits a device
+    // alone: some vLayer cannot go larger, and every other pack would be
+    // held down with it. (At smaller U_b the search tries the larger sizes
+    // for every pack itself.)
+    const int fitting_ub = LargestFittingBackwardMicrobatch(model, backward_sizes, o.device_memory);
+    auto own_sizes = [&](int ub) {
+      return o.schedule == Schedule::kHarmony && o.microbatch == 0 &&
+             !model.needs_equal_microbatches() && ub == fitting_ub;
+    };
     for (int ub : backward_sizes) {
       if (o.any_fit && have) break;
       // Branch and bound: every device computes the backward (with its
@@ -241,9 +240,15 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
       // compute alone is slower than the window of what was found cannot
       // win, and is not even packed.
       if (have && o.prune) {
+        // (With microbatches of their own, a pack may run at up to the
+        // largest forward microbatch: each vLayer at its fastest then.)
         const int full = samples / ub, rest = samples % ub;
-        double bound = full * model.BackwardSeconds(0, layers, ub) +
-                       (rest > 0 ? model.BackwardSeconds(0, layers, rest) : 0.0);
+        double bound =
+            own_sizes(ub)
+                ? BackwardSecondsLowerBound(model, samples, ub,
+                                            std::min(model.max_forward_microbatch(), samples))
+                : full * model.BackwardSeconds(0, layers, ub) +
+                      (rest > 0 ? model.BackwardSeconds(0, layers, rest) : 0.0);
         if (mode == Mode::kVpp) bound /= o.num_devices;
         const double limit = std::min(fastest * (1 + o.time_tolerance), cap);
         if (bound > limit * (1 + 1e-9)) {
@@ -388,6 +393,22 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
               }
               c.local_activations = local;
               for (Config& k : KeepVariants(model, c, o.keep)) configs.push_back(std::move(k));
+              // Each backward pack at the largest microbatch it fits.
+              // (Beside the next pack's prefetched weights, or not: the
+              // retries below then swap those in late.)
+              std::optional<Config> with_prefetch;
+              for (bool beside : {true, false}) {
+                if (!own_sizes(ub)) break;
+                std::optional<Config> larger = LargerPackMicrobatches(model, c, beside);
+                if (!larger || (with_prefetch && with_prefetch->backward_pack_microbatch ==
+                                                     larger->backward_pack_microbatch)) {
+                  continue;
+                }
+                if (beside) with_prefetch = larger;
+                for (Config& k : KeepVariants(model, *larger, o.keep)) {
+                  configs.push_back(std::move(k));
+                }
+              }
             }
           }
         }

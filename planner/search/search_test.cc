@@ -1,5 +1,6 @@
 #include "planner/search/search.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -396,6 +397,56 @@ TEST(SearchTest, KeepIsChosenPerPack) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->graph.config.keep, c.keep);
   EXPECT_EQ(again->sim.iteration_s, chosen->sim.iteration_s);
+}
+
+// One heavy last vLayer (a language model's head with its loss) holds U_b
+// at 2; the other packs, faster per sample at larger microbatches, run
+// their backward at microbatches of their own, and the plan is faster for
+// it. Not where the model draws dropout masks.
+TEST(SearchTest, BackwardPacksTakeTheLargestMicrobatchTheyFit) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  proto::ProfileFile p = MakeFakeProfile(f);
+  p.mutable_profile()->set_max_backward_microbatch(2);
+  for (int l = 0; l < f.layers; ++l) {
+    for (proto::MicrobatchProfile& r : *p.mutable_profile()->mutable_vlayers(l)
+                                            ->mutable_by_microbatch()) {
+      const int u = r.size();
+      r.set_forward_time_s(1e-3 * (u + 3));  // A fixed cost per call.
+      r.set_backward_time_s(2e-3 * (u + 3));
+      if (l == f.layers - 1) {
+        r.set_backward_peak_bytes((2 + 2 * u) * (1 << 20));
+        r.set_backward_fits(u <= 2);
+      }
+    }
+  }
+  auto m = *CostModel::Create(p);
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, Options(2, 8u << 20, 16));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Config& c = r->graph.config;
+  ASSERT_EQ(c.schedule, Schedule::kHarmony);
+  EXPECT_EQ(c.backward_microbatch, 2);
+  ASSERT_EQ(c.backward_pack_microbatch.size(), c.backward_packs.size());
+  EXPECT_EQ(c.backward_pack_microbatch.back(), 2);
+  EXPECT_GT(*std::max_element(c.backward_pack_microbatch.begin(),
+                              c.backward_pack_microbatch.end()), 2);
+  Config equal = c;
+  equal.backward_pack_microbatch.clear();
+  equal.keep.clear();
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, equal);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<SimResult> sim = Simulate(*m, *g);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_LT(r->sim.iteration_s, sim->iteration_s);
+  // Dropout: one microbatch size throughout.
+  for (int l = 0; l < f.layers; ++l) {
+    p.mutable_model()->mutable_decomposition()->mutable_vlayers(l)->set_uses_rng(true);
+  }
+  absl::StatusOr<SearchResult> masked =
+      SearchSchedule(**CostModel::Create(p), Options(2, 8u << 20, 16));
+  ASSERT_TRUE(masked.ok()) << masked.status();
+  EXPECT_TRUE(masked->graph.config.backward_pack_microbatch.empty());
+  EXPECT_EQ(masked->graph.config.forward_microbatch, masked->graph.config.backward_microbatch);
 }
 
 // vDP on several devices copies the parameters from device 0 when devices

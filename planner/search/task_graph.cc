@@ -262,7 +262,6 @@ std::vector<Microbatch> Indexed(std::vector<Microbatch> mbs) {
 void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
   Builder b(m, c, &g);
   const std::vector<Microbatch> fmb = SplitMicrobatches(0, c.minibatch, c.forward_microbatch);
-  const std::vector<Microbatch> bmb = SplitMicrobatches(0, c.minibatch, c.backward_microbatch);
   const int nf = static_cast<int>(c.forward_packs.size());
   const int nb = static_cast<int>(c.backward_packs.size());
   int slot = 0;  // Round-robin position over the devices.
@@ -273,7 +272,7 @@ void BuildVpp(const CostModel& m, const Config& c, TaskGraph& g) {
   }
   for (int q = nb - 1; q >= 0; --q) {
     bwd[q] = b.AddTask(TaskKind::kBackward, q, c.backward_packs[q], slot++ % c.num_devices,
-                       bmb, q == nb - 1);
+                       SplitMicrobatches(0, c.minibatch, c.BackwardMicrobatch(q)), q == nb - 1);
     upd[q] = b.AddTask(TaskKind::kUpdate, q, c.backward_packs[q], g.tasks[bwd[q]].device,
                        {}, false);
   }
@@ -349,7 +348,7 @@ void BuildVdp(const CostModel& m, const Config& c, TaskGraph& g) {
       for (int d = 0; d < n; ++d) {
         bwd[q][d] = b.AddTask(TaskKind::kBackward, q, c.backward_packs[q], d,
                               Indexed(SplitMicrobatches(share_begin[d], share_size[d],
-                                                        c.backward_microbatch)),
+                                                        c.BackwardMicrobatch(q))),
                               q == nb - 1);
       }
       if (w == waves - 1) {

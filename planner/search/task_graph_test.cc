@@ -496,6 +496,38 @@ TEST(TaskGraphTest, DifferentMicrobatchSizesGoThroughTheHost) {
   EXPECT_EQ(Of(g->tasks[2], TransferKind::kActivationsIn).size(), 2u);
 }
 
+// Backward packs at microbatches of their own: each backward task splits
+// the minibatch at its pack's; gradients between packs of different sizes
+// go through the host; sizes outside [U_b, U_f] and a kept pack whose
+// size is not U_f are refused.
+TEST(TaskGraphTest, BackwardPacksRunAtTheirOwnMicrobatches) {
+  auto m = Model(12);
+  Config c = HandWorkedVpp();
+  c.minibatch = 8;
+  c.forward_microbatch = 4;
+  c.backward_pack_microbatch = {4, 4, 2};
+  absl::StatusOr<TaskGraph> g = BuildTaskGraph(*m, c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(ValidateTaskGraph(*m, *g).ok()) << ValidateTaskGraph(*m, *g);
+  // t2 B[8-11] (fused) at 2, t4 B[4-7] and t6 B[0-3] at 4.
+  ASSERT_EQ(g->tasks[2].microbatches.size(), 4u);
+  EXPECT_EQ(g->tasks[2].microbatches[0].size, 2);
+  ASSERT_EQ(g->tasks[4].microbatches.size(), 2u);
+  EXPECT_EQ(g->tasks[4].microbatches[1].offset, 4);
+  EXPECT_EQ(Of(g->tasks[2], TransferKind::kActivationsOut).front().channel, Channel::kHost);
+  EXPECT_EQ(Of(g->tasks[4], TransferKind::kActivationsOut).front().channel, Channel::kPeer);
+  EXPECT_EQ(Of(g->tasks[4], TransferKind::kStashIn).size(), 2u);
+  for (const std::vector<int>& bad : std::vector<std::vector<int>>{{8, 4, 2}, {1, 4, 2}, {4, 2}}) {
+    c.backward_pack_microbatch = bad;
+    EXPECT_FALSE(BuildTaskGraph(*m, c).ok()) << bad[0];
+  }
+  c.backward_pack_microbatch = {2, 4, 2};
+  c.keep = {true, false, false};
+  absl::StatusOr<TaskGraph> kept = BuildTaskGraph(*m, c);
+  ASSERT_FALSE(kept.ok());
+  EXPECT_NE(kept.status().message().find("the pack's U_b 2"), std::string::npos) << kept.status();
+}
+
 }  // namespace
 }  // namespace harmony::planner
 

@@ -47,6 +47,29 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
                                 c.backward_microbatch));
   }
   if (c.backward_packs.empty()) return Invalid("there are no backward packs");
+  if (!c.backward_pack_microbatch.empty()) {
+    if (c.backward_pack_microbatch.size() != c.backward_packs.size()) {
+      return Invalid(absl::StrCat("backward microbatches are given for ",
+                                  c.backward_pack_microbatch.size(), " backward packs; there are ",
+                                  c.backward_packs.size()));
+    }
+    if (c.schedule != Schedule::kHarmony) {
+      return Invalid("backward packs have microbatches of their own only in Harmony's schedules");
+    }
+    for (size_t q = 0; q < c.backward_packs.size(); ++q) {
+      const int u = c.BackwardMicrobatch(static_cast<int>(q));
+      if (u < c.backward_microbatch || u > c.forward_microbatch) {
+        return Invalid(absl::StrCat("backward pack ", q, "'s microbatch ", u,
+                                    " must lie between U_b ", c.backward_microbatch, " and U_f ",
+                                    c.forward_microbatch));
+      }
+      if (u != c.backward_microbatch && m.needs_equal_microbatches()) {
+        return Invalid(absl::StrCat("backward pack ", q, "'s microbatch ", u, " differs from U_b ",
+                                    c.backward_microbatch, ", but the model draws dropout masks "
+                                    "or updates batch statistics (every microbatch must be equal)"));
+      }
+    }
+  }
   if (auto s = CheckCovers(c.backward_packs, 0, m.num_layers(), "backward packs"); !s.ok()) {
     return s;
   }
@@ -81,10 +104,11 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
       if (c.schedule != Schedule::kHarmony) {
         return Invalid("activations are kept only in Harmony's schedules");
       }
-      if (c.forward_microbatch != c.backward_microbatch) {
+      if (c.forward_microbatch != c.BackwardMicrobatch(static_cast<int>(q))) {
         return Invalid(absl::StrCat("backward pack ", q, " keeps its activations, which needs "
                                     "equal forward and backward microbatches (U_f ",
-                                    c.forward_microbatch, ", U_b ", c.backward_microbatch, ")"));
+                                    c.forward_microbatch, ", the pack's U_b ",
+                                    c.BackwardMicrobatch(static_cast<int>(q)), ")"));
       }
       if (KeepSource(c.forward_packs, c.backward_packs[q]) < 0) {
         return Invalid(absl::StrCat("backward pack ", q, " (vLayers ", c.backward_packs[q].begin,

@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/files.h"
 #include "common/plan_file.h"
@@ -62,7 +63,8 @@ nlohmann::json Check(const std::string& name, bool ok, const std::string& detail
 std::string ReferenceKey(const proto::Plan& plan) {
   const auto& c = plan.config();
   return absl::StrCat(c.mode() == proto::VDP ? c.num_devices() : 1, "/",
-                      c.forward_microbatch(), "/", c.backward_microbatch(), "/", c.minibatch());
+                      c.forward_microbatch(), "/", c.backward_microbatch(), "/", c.minibatch(),
+                      "/", absl::StrJoin(c.backward_pack_microbatches(), ","));
 }
 
 // What every run records: the link, the measured and simulated times.
@@ -75,6 +77,11 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
   r["emulated"] = link > 0;
   r["host_link_bytes_per_s"] = link;
   r["backward_microbatch"] = made.plan.config().backward_microbatch();
+  // Each backward pack's own microbatch, where they differ (empty: all U_b).
+  r["backward_pack_microbatches"] = nlohmann::json::array();
+  for (uint32_t u : made.plan.config().backward_pack_microbatches()) {
+    r["backward_pack_microbatches"].push_back(u);
+  }
   r["swap_bytes"] = SwapJson(run.bytes);
   r["iteration_s"] = ToJson(seconds);
   r["simulated_s"] = made.result.sim.iteration_s;
