@@ -243,6 +243,17 @@ int CheckPlanFlags(PlanFlags* f) {
                  "--profile (see --help)\n";
     return 2;
   }
+  // A profile's cuts are fixed: the flags that choose cuts would be ignored.
+  if (!f->profile_path.empty() && (f->granularity > 0 || f->split_blocks)) {
+    const std::string flag = f->split_blocks ? "--split-blocks"
+                                             : absl::StrCat("--granularity ", f->granularity);
+    std::cerr << "harmony-plan: " << flag << " chooses the cuts, and " << f->profile_path
+              << " (--profile) was profiled at its own: profile again with harmony-plan "
+                 "profile ... "
+              << flag << " --profile-out P.json and plan from that, or leave " << flag
+              << " out\n";
+    return 2;
+  }
   return 0;
 }
 

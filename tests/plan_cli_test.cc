@@ -3,6 +3,7 @@
 // one clear line and a non-zero exit.
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -213,6 +214,20 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
 
   EXPECT_NE(inspected.output.find("  precision: fp32\n"), std::string::npos) << inspected.output;
   EXPECT_EQ(read->config().precision(), proto::FP32);
+
+  // Cut-choosing flags beside --profile (whose cuts are fixed): a usage
+  // error that says how to profile at those cuts, nothing written.
+  for (const std::string flag : {"--split-blocks", "--granularity 4"}) {
+    auto ignored = RunCommand(absl::StrCat(kPlan, " ", Tmp("p.pt"), " --profile ", Tmp("p.json"),
+                                           " --gpus 2 --device-memory 4MiB --minibatch 16 ", flag,
+                                           " -o ", Tmp("cuts.pb")));
+    EXPECT_EQ(ignored.exit_code, 2) << ignored.output;
+    EXPECT_NE(ignored.output.find(flag + " chooses the cuts"), std::string::npos)
+        << ignored.output;
+    EXPECT_NE(ignored.output.find("harmony-plan profile ... " + flag), std::string::npos)
+        << ignored.output;
+    EXPECT_FALSE(std::filesystem::exists(Tmp("cuts.pb")));
+  }
 
   // --keep-activations all: every pack that can keeps its forward's saved
   // activations; inspect says so per pack, and the saved plan re-simulates
