@@ -27,6 +27,7 @@ at::Tensor LeafGradients::Take(const at::Tensor& leaf, int key) {
     if (it != state_->raw.end()) {
       at::Tensor g = std::move(it->second);
       state_->raw.erase(it);
+      leaf.mutable_grad() = at::Tensor();  // AccumulateGrad's copy, not needed.
       return g;
     }
   }

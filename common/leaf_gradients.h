@@ -31,7 +31,8 @@ class LeafGradients {
   void Watch(const at::Tensor& leaf, int key);
 
   // After the backward: the gradient autograd computed for the leaf
-  // watched under `key` (undefined when none reached it).
+  // watched under `key` (undefined when none reached it). Where it was
+  // kept, the leaf's .grad (AccumulateGrad's copy) is released.
   at::Tensor Take(const at::Tensor& leaf, int key);
 
  private:

@@ -148,6 +148,8 @@ uint64_t LargestActivationTransfer(const proto::Plan& plan, int d) {
           case proto::STASH_IN:
           case proto::STASH_OUT:
           case proto::DATA_IN:
+          case proto::KEPT_IN:   // A kept pack's saved activations, copied
+          case proto::KEPT_OUT:  // in ahead as its inputs are.
             largest = std::max<uint64_t>(largest, x.bytes());
             break;
           default:
@@ -202,7 +204,10 @@ TrainingRun RunPlan(const Model& m, const proto::Plan& plan, const RuntimeOption
       // varies a little from run to run (these profiles measure once), and
       // one activation copy, whose timing the OS decides (harmony-plan
       // keeps 10% in reserve for both). Seen on the 2-core VM: 1 in ~20
-      // runs of a vPP baseline peaked one 1 KiB activation above.
+      // runs of a vPP baseline peaked one 1 KiB activation above; 1 in 3
+      // of resnet's Harmony plan on tiny caps, which keeps activations,
+      // 8-20 KiB above (within one kept microbatch's 58 KiB) on an AMD
+      // EPYC of family 26, before and after the leaf-gradient change.
       EXPECT_LT(d, static_cast<size_t>(plan.estimates().device_peak_bytes_size()));
       if (static_cast<int>(d) >= plan.estimates().device_peak_bytes_size()) continue;
       EXPECT_LE(peak, plan.estimates().device_peak_bytes(d) * 1.03 +
