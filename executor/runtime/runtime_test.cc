@@ -383,6 +383,15 @@ TEST(RuntimeTest, BackwardPacksAtTheirOwnMicrobatchesTrainLikeThePlainLoop) {
     c.backward_pack_microbatch = {4, 4, 2};
     const proto::Plan plan = MakePlan(m, c);
     ASSERT_EQ(plan.config().backward_pack_microbatches_size(), 3);
+    int at_four = 0;  // Backward tasks of packs 0 and 1 run microbatches of 4.
+    for (const proto::DeviceSchedule& device : plan.devices()) {
+      for (const proto::Task& t : device.tasks()) {
+        if (t.kind() != proto::BACKWARD || t.microbatches_size() == 0) continue;
+        EXPECT_EQ(t.microbatches(0).size(), t.pack() < 2 ? 4u : 2u) << "pack " << t.pack();
+        at_four += t.pack() < 2 ? 1 : 0;
+      }
+    }
+    EXPECT_GT(at_four, 0);
     TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("adam")));
     ExpectLikeReference(m, plan, run, Reference("adam"), 1e-6, false);
     ASSERT_FALSE(run.metrics.empty());
