@@ -26,19 +26,19 @@ class LeafGradients {
  public:
   LeafGradients() : state_(std::make_shared<State>()) {}
 
-  // Watches `leaf` (a tensor that requires grad) under `key`, before the
-  // backward.
-  void Watch(const at::Tensor& leaf, int key);
+  // Watches `leaf` (a tensor that requires grad), before the backward.
+  void Watch(const at::Tensor& leaf);
 
-  // After the backward: the gradient autograd computed for the leaf
-  // watched under `key` (undefined when none reached it). Where it was
-  // kept, the leaf's .grad (AccumulateGrad's copy) is released.
-  at::Tensor Take(const at::Tensor& leaf, int key);
+  // After the backward: the gradient autograd computed for the watched
+  // `leaf` (undefined when none reached it). Where it was kept, the leaf's
+  // .grad (AccumulateGrad's copy) is released.
+  at::Tensor Take(const at::Tensor& leaf);
 
  private:
   struct State {
     std::mutex mu;
-    std::map<int, at::Tensor> raw;  // Gradients that break the contract.
+    // Per leaf (its TensorImpl): gradients that break the contract.
+    std::map<const void*, at::Tensor> raw;
   };
   std::shared_ptr<State> state_;
 };

@@ -99,7 +99,7 @@ absl::StatusOr<VLayerStepResult> RunVLayerStep(
       at::Tensor t = in[i].toTensor().detach();
       if (at::isFloatingType(t.scalar_type())) {
         t.requires_grad_(true);
-        leaf_grads.Watch(t, static_cast<int>(i));
+        leaf_grads.Watch(t);
       }
       leaves[i] = t;
       in[i] = t;
@@ -135,7 +135,7 @@ absl::StatusOr<VLayerStepResult> RunVLayerStep(
     // autograd would (the later consumer first).
     for (size_t i = 0; i < leaves.size(); ++i) {
       if (!leaves[i].defined()) continue;
-      const at::Tensor g = leaf_grads.Take(leaves[i], static_cast<int>(i));
+      const at::Tensor g = leaf_grads.Take(leaves[i]);
       if (!g.defined()) continue;
       const ValueSource& s = info.inputs[i];
       at::Tensor& acc = grads[s.producer][s.index];

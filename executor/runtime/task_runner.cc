@@ -259,7 +259,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
           at::Tensor leaf = v.toTensor().detach();
           if (at::isFloatingType(leaf.scalar_type())) {
             leaf.requires_grad_(true);
-            leaf_grads.Watch(leaf, static_cast<int>(leaves.size()));
+            leaf_grads.Watch(leaf);
           }
           leaves[ref] = leaf;
           v = leaf;
@@ -361,11 +361,9 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
             }));
         HARMONY_RETURN_IF_ERROR(ToFp32Gradients(w));
       }
-      int key = 0;
       for (auto& [ref, leaf] : leaves) {
-        const int watched = key++;
         if (!at::isFloatingType(leaf.scalar_type())) continue;
-        at::Tensor g = leaf_grads.Take(leaf, watched);
+        at::Tensor g = leaf_grads.Take(leaf);
         input_grads[ref] = g.defined() ? g : at::zeros_like(leaf);
       }
       values.clear();

@@ -393,20 +393,20 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
               }
               c.local_activations = local;
               for (Config& k : KeepVariants(model, c, o.keep)) configs.push_back(std::move(k));
-              // Each backward pack at the largest microbatch it fits.
-              // (Beside the next pack's prefetched weights, or not: the
-              // retries below then swap those in late.)
-              std::optional<Config> with_prefetch;
-              for (bool beside : {true, false}) {
-                if (!own_sizes(ub)) break;
-                std::optional<Config> larger = LargerPackMicrobatches(model, c, beside);
-                if (!larger || (with_prefetch && with_prefetch->backward_pack_microbatch ==
-                                                     larger->backward_pack_microbatch)) {
-                  continue;
+              // Each backward pack at the largest microbatch it fits,
+              // beside the next pack's prefetched weights and, where that
+              // differs, without them (the retries below then swap those
+              // in late).
+              if (own_sizes(ub)) {
+                std::optional<Config> near = LargerPackMicrobatches(model, c, true);
+                std::optional<Config> alone = LargerPackMicrobatches(model, c, false);
+                if (near && alone &&
+                    near->backward_pack_microbatch == alone->backward_pack_microbatch) {
+                  alone.reset();
                 }
-                if (beside) with_prefetch = larger;
-                for (Config& k : KeepVariants(model, *larger, o.keep)) {
-                  configs.push_back(std::move(k));
+                for (const std::optional<Config>* v : {&near, &alone}) {
+                  if (!*v) continue;
+                  for (Config& k : KeepVariants(model, **v, o.keep)) configs.push_back(std::move(k));
                 }
               }
             }
