@@ -33,7 +33,13 @@
 namespace harmony::common {
 
 // Installs (once per process) the autograd engine whose default hooks
-// serve SaveInto. Call before any backward that should see them; idempotent.
+// serve SaveInto. Idempotent. Call before the process's first backward, on
+// any device: LibTorch 2.x starts the GPU's autograd threads once per
+// process, for the engine that runs the first backward on a GPU, and a
+// second engine then has no queue for the GPU (an internal assert in
+// Engine::ready_queue; seen on an H100 when a cuBLAS warm-up's backward
+// ran on the base engine first). The runtime, the reference loop and the
+// CUDA warm-up call it.
 void InstallSavedTensorHooks();
 
 class SavedTensors {
