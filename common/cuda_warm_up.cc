@@ -4,14 +4,9 @@
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include "common/saved_tensors.h"
-
 namespace harmony::common {
 
 void WarmUpCublas(c10::cuda::CUDAStream stream) {
-  // The warm-up's backward is this process's first: it must run on the
-  // engine every later backward uses (saved_tensors.h says why).
-  InstallSavedTensorHooks();
   c10::cuda::CUDAStreamGuard guard(stream);
   const auto o = at::TensorOptions().device(at::kCUDA, stream.device_index());
   c10::AutoGradMode grad(true);

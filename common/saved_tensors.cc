@@ -77,6 +77,13 @@ void InstallSavedTensorHooks() {
   });
 }
 
+namespace {
+// Installed before main in every program that links this file: no
+// backward, on any device, can run on LibTorch's base engine first
+// (saved_tensors.h says why that breaks the GPU's backward).
+[[maybe_unused]] const bool kInstalledBeforeMain = (InstallSavedTensorHooks(), true);
+}  // namespace
+
 SavedTensors::SavedTensors(const std::vector<at::Tensor>& weights) {
   // Only their storages' identity is needed while the forward packs: no
   // reference that would hold the forward's weights on the device.

@@ -33,13 +33,14 @@
 namespace harmony::common {
 
 // Installs (once per process) the autograd engine whose default hooks
-// serve SaveInto. Idempotent. Call before the process's first backward, on
-// any device: LibTorch 2.x starts the GPU's autograd threads once per
-// process, for the engine that runs the first backward on a GPU, and a
-// second engine then has no queue for the GPU (an internal assert in
-// Engine::ready_queue; seen on an H100 when a cuBLAS warm-up's backward
-// ran on the base engine first). The runtime, the reference loop and the
-// CUDA warm-up call it.
+// serve SaveInto. Idempotent, and already done before main in any program
+// that links this file: it must precede the process's first backward on
+// any device. LibTorch 2.x starts the autograd threads of the GPUs once
+// per process (one flag for all engines), for whichever engine runs the
+// first backward, CPU or GPU; a second engine then has no queue for a GPU
+// and every GPU backward on it fails an internal assert in
+// Engine::ready_queue (seen on an H100: a CPU profile's backward, then the
+// runtime's on the GPU).
 void InstallSavedTensorHooks();
 
 class SavedTensors {

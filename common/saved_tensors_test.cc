@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
@@ -11,6 +12,14 @@ namespace harmony::common {
 namespace {
 
 at::Tensor Copy(const at::Tensor& bytes) { return bytes.clone(); }
+
+// The hooked engine is the default before main runs and before any call:
+// a backward that ran first on LibTorch's base engine would leave the hooked
+// one without the GPUs' autograd queues (saved_tensors.h).
+TEST(SavedTensorsTest, TheHookedEngineIsTheDefaultBeforeAnyCall) {
+  EXPECT_NE(&torch::autograd::Engine::get_default_engine(),
+            &torch::autograd::Engine::get_base_engine());
+}
 
 // A forward whose saved tensors are kept, offloaded, restored and unpacked
 // against other copies of the weights gives autograd's gradients bit for bit.

@@ -21,7 +21,6 @@
 #include "common/intra_op_threads.h"
 #include "common/loss.h"
 #include "common/model_output.h"
-#include "common/saved_tensors.h"
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "executor/runtime/runtime.h"
@@ -64,8 +63,6 @@ absl::StatusOr<std::vector<double>> TrainReferenceForPlan(const proto::Plan& pla
                                                           torch::jit::Module& model,
                                                           const common::TrainingData& data_in,
                                                           const ReferenceOptions& options) {
-  // The runtime's engine (saved_tensors.h): one engine per process.
-  common::InstallSavedTensorHooks();
   HARMONY_ASSIGN_OR_RETURN(plan::TaskGraph graph, plan::TaskGraphFromPlan(plan));
   const int minibatch = graph.config.minibatch;
   // On the intra-op threads of the runtime's devices: some kernels round
