@@ -34,10 +34,16 @@ namespace harmony::executor {
 
 class Collective;
 
-// "cpu:0,cpu:1".
-inline std::string DevicesText(const std::vector<int>& devices) {
-  return absl::StrJoin(devices, ",", [](std::string* out, int d) {
-    absl::StrAppend(out, "cpu:", d);
+// The devices' names, "cpu:0,cpu:1" or "cuda:0.0,cuda:0.1" (a daemon on
+// CUDA partitions named them cpu:N before).
+inline std::string DevicesText(const std::vector<int>& devices,
+                               const std::vector<DeviceInfo>& infos) {
+  return absl::StrJoin(devices, ",", [&infos](std::string* out, int d) {
+    if (d >= 0 && d < static_cast<int>(infos.size())) {
+      absl::StrAppend(out, infos[d].name);
+    } else {
+      absl::StrAppend(out, "device ", d, " (of ", infos.size(), ")");
+    }
   });
 }
 
@@ -192,7 +198,7 @@ struct JobManager::Impl {
       for (int d : free) device_owner[d] = job->record.id;
       host_reserved += job->record.host_memory_bytes;
       job->record.devices = free;
-      ChangeState(*job, JobState::kRunning, absl::StrCat("started on ", DevicesText(free)));
+      ChangeState(*job, JobState::kRunning, absl::StrCat("started on ", DevicesText(free, device_infos)));
       job->thread = std::thread([this, job] { Run(job); });
     }
   }

@@ -162,6 +162,8 @@ TEST(JobManagerTest, TrainsAJobAndKeepsItsRecord) {
   EXPECT_EQ(done->progress->iteration, 3);
   EXPECT_GT(done->progress->swap_in_bytes, 0u);
   EXPECT_EQ(done->devices, (std::vector<int>{0, 1}));
+  // Named as the daemon's devices are (cuda:0.0... on CUDA partitions).
+  EXPECT_EQ(done->history[1].reason, "started on cpu:0,cpu:1");
   EXPECT_TRUE(std::filesystem::exists(spec.output_path));
   EXPECT_EQ(done->model_sha256, *common::Sha256OfFile(Gpt().path));
 

@@ -80,7 +80,9 @@ job=$(ctl submit --config "$root/configs/demo-job.json" "$out/gpt.plan.pb" --mod
   --data "$out/gpt_data.pt" --out "$out/daemon.pt")
 echo "submitted $job"
 ctl watch "$job" || fail "job $job did not finish"
-ctl status "$job"
+ctl status "$job" | tee "$out/status.txt"
+grep -q "started on ${devices%%:*}:0" "$out/status.txt" ||
+  fail "job $job's record does not name the daemon's ${devices%%:*} devices"
 [[ -s "$out/daemon.pt" ]] || fail "job $job wrote no model"
 long=$(ctl submit "$out/gpt.plan.pb" --model "$out/gpt.pt" --data "$out/gpt_data.pt" \
   --iterations 100000)
