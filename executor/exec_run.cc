@@ -608,7 +608,8 @@ int RunCommand(const std::vector<std::string>& args) {
         ClipModeName((*runtime)->clip_mode()), clipped, clip_iterations, redone, redo_s);
   }
   const harmony::executor::ComputeCheck compute = harmony::executor::CheckComputeAgainstPlan(
-      compute_per_iteration, est.compute_s());
+      compute_per_iteration, est.compute_s(),
+      devices->kind == harmony::common::DeviceSpec::Kind::kCuda);
   if (!compute.text.empty()) std::cout << compute.text << "\n";
   if (!out.empty()) {
     if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);

@@ -347,7 +347,8 @@ void JobManager::Impl::Run(Job* job) {
     if (absl::Status s = finish_checkpoint(); status.ok()) status = s;
     if (status.ok()) {
       const ComputeCheck compute =
-          CheckComputeAgainstPlan(compute_per_iteration, job->plan->estimates().compute_s());
+          CheckComputeAgainstPlan(compute_per_iteration, job->plan->estimates().compute_s(),
+                                  server_devices.kind == common::DeviceSpec::Kind::kCuda);
       if (!compute.text.empty()) {
         absl::MutexLock lock(&mu);
         Log(*job, compute.text, /*daemon_too=*/compute.off);

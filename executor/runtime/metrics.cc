@@ -90,7 +90,8 @@ void IterationCounters::Fill(IterationMetrics& out) const {
   out.optimizer_s = optimizer_ns * 1e-9;
 }
 
-ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s) {
+ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s,
+                                     bool gpu) {
   ComputeCheck c;
   if (!(planned_s > 0) || compute_s.empty()) return c;
   if (compute_s.size() > 1) compute_s.erase(compute_s.begin());
@@ -103,7 +104,17 @@ ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double plann
   c.text = absl::StrFormat(
       "device compute per iteration: %.4g s measured (median of %d), %.2fx the plan's %.4g s",
       c.measured_s, static_cast<int>(n), c.ratio, planned_s);
-  if (c.off) {
+  if (c.off && gpu) {
+    // A GPU's kernels take no denormal slow path; its partitions share one
+    // GPU's compute (the sums above count each partition's time).
+    c.text += absl::StrFormat(
+        "\nwarning: the devices computed at %.2fx the speed the plan was profiled at, so its "
+        "schedule may not be the best here. Usual causes: a profile made on another GPU or on "
+        "the CPU, partitions of one GPU computing side by side more or less than the profile "
+        "timed them, or other work on the GPU; re-profile with harmony-plan profile --devices "
+        "set as you train",
+        1 / c.ratio);
+  } else if (c.off) {
     c.text += absl::StrFormat(
         "\nwarning: the devices computed at %.2fx the speed the plan was profiled at, so its "
         "schedule may not be the best here. Usual causes: denormal numbers computed (not "

@@ -124,14 +124,17 @@ std::string MetricsJson(const IterationMetrics& metrics);
 // (Estimates.compute_s): the median of `compute_s` (the iterations' summed
 // compute; the first left out when there are more, as it warms up), for
 // people. Off by more than 2x either way, a warning with the usual causes
-// (denormal numbers computed on a CPU slow at them, another CPU than the
-// profile's, other load). Empty when there is no estimate or no iteration.
+// on the devices that trained (`gpu`: other work on the GPU, partitions
+// of one GPU, a profile from another GPU or the CPU; else denormal numbers
+// computed on a CPU slow at them, another CPU than the profile's, other
+// load). Empty when there is no estimate or no iteration.
 struct ComputeCheck {
   double measured_s = 0, planned_s = 0, ratio = 0;
   bool off = false;  // Outside [0.5, 2]: tiny tasks on a busy VM swing 1.2-1.5x.
   std::string text;
 };
-ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s);
+ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s,
+                                     bool gpu = false);
 
 }  // namespace harmony::executor
 

@@ -19,6 +19,11 @@ TEST(MetricsTest, ComputeAgainstThePlan) {
   EXPECT_NE(c.text.find("0.36x the speed"), std::string::npos) << c.text;
   EXPECT_NE(c.text.find("--flush-denormal on"), std::string::npos) << c.text;
   EXPECT_TRUE(CheckComputeAgainstPlan({1.0, 0.5}, 2.0).off);  // Fast: 0.25x.
+  // On a GPU the causes are the GPU's, not denormals.
+  c = CheckComputeAgainstPlan({5.0, 5.0, 6.0}, 2.0, /*gpu=*/true);
+  EXPECT_TRUE(c.off);
+  EXPECT_EQ(c.text.find("denormal"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("--devices"), std::string::npos) << c.text;
   EXPECT_FALSE(CheckComputeAgainstPlan({0.7}, 1.0).off);      // One iteration: kept.
   EXPECT_FALSE(CheckComputeAgainstPlan({1.7}, 1.0).off);      // Tiny tasks swing so far.
 
