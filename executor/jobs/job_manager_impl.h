@@ -198,7 +198,8 @@ struct JobManager::Impl {
       for (int d : free) device_owner[d] = job->record.id;
       host_reserved += job->record.host_memory_bytes;
       job->record.devices = free;
-      ChangeState(*job, JobState::kRunning, absl::StrCat("started on ", DevicesText(free, device_infos)));
+      ChangeState(*job, JobState::kRunning,
+                  absl::StrCat("started on ", DevicesText(free, device_infos)));
       job->thread = std::thread([this, job] { Run(job); });
     }
   }

@@ -104,24 +104,21 @@ ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double plann
   c.text = absl::StrFormat(
       "device compute per iteration: %.4g s measured (median of %d), %.2fx the plan's %.4g s",
       c.measured_s, static_cast<int>(n), c.ratio, planned_s);
-  if (c.off && gpu) {
+  if (c.off) {
+    c.text += absl::StrFormat(
+        "\nwarning: the devices computed at %.2fx the speed the plan was profiled at, so its "
+        "schedule may not be the best here. Usual causes: ",
+        1 / c.ratio);
     // A GPU's kernels take no denormal slow path; its partitions share one
     // GPU's compute (the sums above count each partition's time).
-    c.text += absl::StrFormat(
-        "\nwarning: the devices computed at %.2fx the speed the plan was profiled at, so its "
-        "schedule may not be the best here. Usual causes: a profile made on another GPU or on "
-        "the CPU, partitions of one GPU computing side by side more or less than the profile "
-        "timed them, or other work on the GPU; re-profile with harmony-plan profile --devices "
-        "set as you train",
-        1 / c.ratio);
-  } else if (c.off) {
-    c.text += absl::StrFormat(
-        "\nwarning: the devices computed at %.2fx the speed the plan was profiled at, so its "
-        "schedule may not be the best here. Usual causes: denormal numbers computed (not "
-        "flushed) on a CPU that is slow at them (try --flush-denormal on), another CPU or "
-        "thread count than the profile's, or other load on the machine; re-profile with "
-        "harmony-plan on this machine under the policy you train with",
-        1 / c.ratio);
+    c.text += gpu ? "a profile made on another GPU or on the CPU, partitions of one GPU "
+                    "computing side by side more or less than the profile timed them, or other "
+                    "work on the GPU; re-profile with harmony-plan profile --devices set as you "
+                    "train"
+                  : "denormal numbers computed (not flushed) on a CPU that is slow at them (try "
+                    "--flush-denormal on), another CPU or thread count than the profile's, or "
+                    "other load on the machine; re-profile with harmony-plan on this machine "
+                    "under the policy you train with";
   }
   return c;
 }
