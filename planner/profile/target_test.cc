@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -151,6 +152,73 @@ TEST(TargetTest, APeakCheckedAfterwardsProbesAsARefusedAllocationDoes) {
 }
 
 // (Bazel's build has no CUDA; scripts/gpu-check.sh's profiles on the GPU.)
+// The lane whose scope the calling thread is in (-1 outside any).
+thread_local int tls_lane = -1;
+
+// A partition-like target whose second device (lane 1, a neighbour while
+// the vLayers are timed beside busy devices) fails every copy onto it.
+class NeighbourFailsTarget : public PartitionLikeTarget {
+ public:
+  using PartitionLikeTarget::PartitionLikeTarget;
+
+  class LaneScope : public Scope {
+   public:
+    LaneScope(int lane, std::unique_ptr<Scope> inner) : inner_(std::move(inner)), saved_(tls_lane) {
+      tls_lane = lane;
+    }
+    ~LaneScope() override { tls_lane = saved_; }
+
+   private:
+    std::unique_ptr<Scope> inner_;
+    const int saved_;
+  };
+  class LaneMeter : public Meter {
+   public:
+    explicit LaneMeter(std::unique_ptr<Meter> inner) : inner_(std::move(inner)) {}
+    uint64_t capacity() const override { return inner_->capacity(); }
+    uint64_t used() const override { return inner_->used(); }
+    uint64_t peak() const override { return inner_->peak(); }
+    void ResetPeak() override { inner_->ResetPeak(); }
+    absl::Status CheckPeak(const std::string& activity) const override {
+      return inner_->CheckPeak(activity);
+    }
+    std::unique_ptr<Scope> Enter(int lane, Role role, std::string activity) override {
+      return std::make_unique<LaneScope>(lane, inner_->Enter(lane, role, std::move(activity)));
+    }
+
+   private:
+    const std::unique_ptr<Meter> inner_;
+  };
+
+  std::unique_ptr<Meter> NewMeter(uint64_t capacity) override {
+    return std::make_unique<LaneMeter>(PartitionLikeTarget::NewMeter(capacity));
+  }
+  at::Tensor ToDevice(const at::Tensor& t) override {
+    if (tls_lane == 1) throw std::runtime_error("device 1 lost its memory");
+    return PartitionLikeTarget::ToDevice(t);
+  }
+};
+
+// A neighbour that fails while the vLayers are timed beside busy devices
+// fails the profile, naming it: its times would otherwise be the lone
+// device's, recorded as the busy ones.
+TEST(TargetTest, ANeighbourThatFailsFailsTheTimesBesideIt) {
+  const std::string path = Tmp("resnet_neighbour.pt");
+  common::TrainingData sample = WriteResnet(path);
+  ProfilerOptions options;
+  options.max_microbatch = 2;
+  options.repeats = 1;
+  NeighbourFailsTarget fake(3ull << 20);
+  options.target = &fake;
+  absl::StatusOr<proto::ProfileFile> profile = ProfileModel(path, sample, options);
+  ASSERT_FALSE(profile.ok());
+  EXPECT_NE(profile.status().message().find("beside 1 busy devices: device 1 stopped"),
+            std::string::npos)
+      << profile.status();
+  EXPECT_NE(profile.status().message().find("device 1 lost its memory"), std::string::npos)
+      << profile.status();
+}
+
 TEST(TargetTest, CudaInABuildWithoutItIsExplained) {
   absl::StatusOr<std::unique_ptr<Target>> t =
       CreateTarget({common::DeviceSpec::Kind::kCuda, 4, 11ull << 30});

@@ -498,12 +498,19 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int othe
   }
   std::atomic<bool> stop{false};
   std::vector<std::thread> neighbours;
+  // A neighbour that fails stops being busy: the times beside it would be
+  // the lone device's, so its failure is the measurement's.
+  std::vector<absl::Status> neighbour_status(others);
   const int threads = common::CallingThreadIntraOpThreads();
   for (int i = 0; i < others; ++i) {
-    neighbours.emplace_back([&, lane = i + 1] {
+    neighbours.emplace_back([&, i, lane = i + 1] {
       common::SetCallingThreadIntraOpThreads(threads);
       while (!stop.load()) {
-        if (!RunPipelined(c, steps, &stop, lane).ok()) return;
+        absl::StatusOr<std::vector<double>> r = RunPipelined(c, steps, &stop, lane);
+        if (!r.ok()) {
+          neighbour_status[i] = r.status();
+          return;
+        }
       }
     });
   }
@@ -511,6 +518,13 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int othe
   stop = true;
   for (std::thread& t : neighbours) t.join();
   if (!times.ok()) return times.status();
+  for (int i = 0; i < others; ++i) {
+    if (!neighbour_status[i].ok()) {
+      return absl::InternalError(absl::StrCat("timing the vLayers beside ", others,
+                                              " busy devices: device ", i + 1, " stopped: ",
+                                              neighbour_status[i].message()));
+    }
+  }
   if (times->size() != steps.size()) {
     return absl::InternalError("timing the vLayers in turn stopped early");
   }
