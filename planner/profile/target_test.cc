@@ -163,7 +163,8 @@ class NeighbourFailsTarget : public PartitionLikeTarget {
 
   class LaneScope : public Scope {
    public:
-    LaneScope(int lane, std::unique_ptr<Scope> inner) : inner_(std::move(inner)), saved_(tls_lane) {
+    LaneScope(int lane, std::unique_ptr<Scope> inner)
+        : inner_(std::move(inner)), saved_(tls_lane) {
       tls_lane = lane;
     }
     ~LaneScope() override { tls_lane = saved_; }
