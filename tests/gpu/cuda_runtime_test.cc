@@ -98,7 +98,11 @@ Packing Chunks(int begin, int end, int size) {
   return out;
 }
 
-proto::Plan MakePlan(const Model& m, Mode mode, int devices, int pack, int microbatch) {
+// Packs of `pack` vLayers (forward packs of `forward_pack`, if given). With
+// `keep`, every backward pack but the last (fused) keeps its forward's
+// activations instead of recomputing them (Config::keep).
+proto::Plan MakePlan(const Model& m, Mode mode, int devices, int pack, int microbatch,
+                     bool keep = false, int forward_pack = 0) {
   Config c;
   c.mode = mode;
   c.num_devices = devices;
@@ -107,7 +111,12 @@ proto::Plan MakePlan(const Model& m, Mode mode, int devices, int pack, int micro
   c.forward_microbatch = microbatch;
   c.backward_microbatch = microbatch;
   c.backward_packs = Chunks(0, m.cost->num_layers(), pack);
-  c.forward_packs = Chunks(0, c.backward_packs.back().begin, pack);
+  c.forward_packs =
+      Chunks(0, c.backward_packs.back().begin, forward_pack > 0 ? forward_pack : pack);
+  if (keep) {
+    c.keep.assign(c.backward_packs.size(), true);
+    c.keep.back() = false;
+  }
   absl::StatusOr<planner::TaskGraph> g = planner::BuildTaskGraph(*m.cost, c);
   EXPECT_TRUE(g.ok()) << g.status();
   absl::StatusOr<planner::SimResult> sim = planner::Simulate(*m.cost, *g, false);
@@ -248,6 +257,41 @@ TEST(CudaRuntimeTest, ExactAgainstThePlainLoopOnTheGpu) {
       // vDP: one step, so the update check sees each gradient (BatchNorm
       // nets amplify a reordered sum's rounding over further steps).
       ExpectLikeReference(m, plan, r.spec, c.optimizer, r.tolerance,
+                          r.mode == Mode::kVdp ? 1 : kIterations);
+    }
+  }
+}
+
+// Kept activations on the GPU: the backward runs on what the forward saved
+// (to the host and back: KEPT_OUT, KEPT_IN), without a recompute, and
+// dropout's masks come from the forward. Bit for bit in vPP, as on the CPU
+// (runtime_test's KeptActivationsTrainLikeTheRecompute); ExpectLikeReference
+// checks the bytes moved against the plan's.
+TEST(CudaRuntimeTest, KeptActivationsTrainLikeThePlainLoopOnTheGpu) {
+  struct Case {
+    std::string family;
+    double dropout;
+  };
+  for (const Case& c : {Case{"gpt", 0.2}, Case{"resnet", 0}}) {
+    const Model& m = GetModel(c.family, c.dropout);
+    struct Run {
+      Mode mode;
+      int devices;
+      const char* spec;
+      double tolerance;
+    };
+    for (const Run& r : {Run{Mode::kVpp, 1, "cuda:1x2GiB", 0}, Run{Mode::kVpp, 2, "cuda:2x1GiB", 0},
+                         Run{Mode::kVdp, 2, "cuda:2x1GiB", 1e-6}}) {
+      SCOPED_TRACE(absl::StrCat(c.family, " dropout ", c.dropout, " kept, ",
+                                r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.spec));
+      // Two backward packs per forward pack, as runtime_test's: a forward
+      // task keeps two packs, the second's live-ins made inside it.
+      const proto::Plan plan =
+          MakePlan(m, r.mode, r.devices, 1, 2, /*keep=*/true, /*forward_pack=*/2);
+      ASSERT_GT(plan.config().kept_packs_size(), 0);
+      EXPECT_GT(plan.estimates().swap().kept_out(), 0u);
+      EXPECT_EQ(plan.estimates().swap().kept_in(), plan.estimates().swap().kept_out());
+      ExpectLikeReference(m, plan, r.spec, "adam", r.tolerance,
                           r.mode == Mode::kVdp ? 1 : kIterations);
     }
   }
