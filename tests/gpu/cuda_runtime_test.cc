@@ -234,6 +234,19 @@ void ExpectLikeReference(const Model& m, const proto::Plan& plan, const std::str
   }
 }
 
+// A plan's mode and devices, the partitions it trains on, and how close to
+// the plain loop it must come (vDP sums gradients in another order).
+struct GpuRun {
+  Mode mode;
+  int devices;
+  const char* spec;
+  double tolerance;
+};
+// vPP on one and two partitions, vDP on two.
+const std::vector<GpuRun> kPartitionRuns = {GpuRun{Mode::kVpp, 1, "cuda:1x2GiB", 0},
+                                            GpuRun{Mode::kVpp, 2, "cuda:2x1GiB", 0},
+                                            GpuRun{Mode::kVdp, 2, "cuda:2x1GiB", 1e-6}};
+
 TEST(CudaRuntimeTest, ExactAgainstThePlainLoopOnTheGpu) {
   struct Case {
     std::string family;
@@ -243,14 +256,9 @@ TEST(CudaRuntimeTest, ExactAgainstThePlainLoopOnTheGpu) {
   for (const Case& c : {Case{"mlp", 0, "sgd"}, Case{"gpt", 0.2, "adam"}, Case{"resnet", 0, "sgd"},
                         Case{"gpt", 0, "sgd"}}) {
     const Model& m = GetModel(c.family, c.dropout);
-    struct Run {
-      Mode mode;
-      int devices;
-      const char* spec;
-      double tolerance;
-    };
-    for (const Run& r : {Run{Mode::kVpp, 1, "cuda:1x2GiB", 0}, Run{Mode::kVpp, 2, "cuda:2x1GiB", 0},
-                         Run{Mode::kVdp, 2, "cuda:2x1GiB", 1e-6}, Run{Mode::kVpp, 1, "cuda", 0}}) {
+    std::vector<GpuRun> runs = kPartitionRuns;
+    runs.push_back(GpuRun{Mode::kVpp, 1, "cuda", 0});  // The whole GPU.
+    for (const GpuRun& r : runs) {
       SCOPED_TRACE(absl::StrCat(c.family, " dropout ", c.dropout, " ", c.optimizer, " ",
                                 r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.spec));
       const proto::Plan plan = MakePlan(m, r.mode, r.devices, 2, 2);
@@ -274,14 +282,7 @@ TEST(CudaRuntimeTest, KeptActivationsTrainLikeThePlainLoopOnTheGpu) {
   };
   for (const Case& c : {Case{"gpt", 0.2}, Case{"resnet", 0}}) {
     const Model& m = GetModel(c.family, c.dropout);
-    struct Run {
-      Mode mode;
-      int devices;
-      const char* spec;
-      double tolerance;
-    };
-    for (const Run& r : {Run{Mode::kVpp, 1, "cuda:1x2GiB", 0}, Run{Mode::kVpp, 2, "cuda:2x1GiB", 0},
-                         Run{Mode::kVdp, 2, "cuda:2x1GiB", 1e-6}}) {
+    for (const GpuRun& r : kPartitionRuns) {
       SCOPED_TRACE(absl::StrCat(c.family, " dropout ", c.dropout, " kept, ",
                                 r.mode == Mode::kVpp ? "vPP" : "vDP", " on ", r.spec));
       // Two backward packs per forward pack, as runtime_test's: a forward
