@@ -1,6 +1,7 @@
 #include "common/cuda_warm_up.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -16,6 +17,15 @@ void WarmUpCublas(c10::cuda::CUDAStream stream) {
   at::Tensor y = at::linear(x, w, b);
   at::bmm(y.unsqueeze(0), y.unsqueeze(0)).sum().backward();
   stream.synchronize();
+}
+
+BackwardOnThisThread::BackwardOnThisThread()
+    : was_multithreaded_(c10::AutogradState::get_tls_state().get_multithreading_enabled()) {
+  c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
+}
+
+BackwardOnThisThread::~BackwardOnThisThread() {
+  c10::AutogradState::get_tls_state().set_multithreading_enabled(was_multithreaded_);
 }
 
 }  // namespace harmony::common

@@ -269,9 +269,12 @@ class CudaDevice : public Device {
     return out;
   }
 
-  // A fresh thread may get a cuBLAS handle of its own, with a workspace of
-  // its own on the compute stream: taken now, outside the accounting.
+  // The compute thread runs its own backward (common/cuda_warm_up.h: not on
+  // the GPU's one autograd thread, behind the other partitions'). A fresh
+  // thread may get a cuBLAS handle of its own, with a workspace of its own
+  // on the compute stream: taken now, outside the accounting.
   void StartCompute() override {
+    static thread_local common::BackwardOnThisThread backward_here;
     UseStream(compute_)();
     account_->warming = true;
     WarmUpCublas(compute_);

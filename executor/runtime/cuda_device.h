@@ -20,9 +20,10 @@
 // Memory: what each device holds is read off the caching allocator's own
 // trace (every allocation and completed free, with its bytes), attributed to
 // the device whose Placement or ToDevice is active on the allocating thread,
-// as the virtual CPU device's accounting does, or else to the device whose
-// stream it is on (the backward runs on the autograd engine's thread for the
-// GPU, on the stream its forward ran on). used/peak/allocations/reused
+// as the virtual CPU device's accounting does (the backward runs on the
+// compute thread too: common/cuda_warm_up.h), or else to the device whose
+// stream it is on (a backward that autograd's thread for the GPU ran, on the
+// stream its forward ran on). used/peak/allocations/reused
 // come from there (reused: served without a new cudaMalloc segment). A
 // partition going over its cap fails the iteration with ResourceExhausted
 // at the next ToDevice or Sync (the allocation itself cannot be refused from

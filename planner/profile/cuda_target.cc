@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -44,12 +45,18 @@ Allocated ReadAllocated(c10::DeviceIndex gpu) {
   return {all.current, all.peak};
 }
 
+// A compute scope runs its backward on the calling thread, as the
+// runtime's compute threads do (common/cuda_warm_up.h), so that a vLayer
+// timed beside busy partitions meets their backward as it will in training.
 class CudaScope : public Target::Scope {
  public:
-  explicit CudaScope(CUDAStream stream) : guard_(stream) {}
+  CudaScope(CUDAStream stream, bool compute) : guard_(stream) {
+    if (compute) backward_here_.emplace();
+  }
 
  private:
   c10::cuda::CUDAStreamGuard guard_;  // Sets the device too.
+  std::optional<common::BackwardOnThisThread> backward_here_;
 };
 
 // One lane's streams (target.h).
@@ -146,9 +153,11 @@ class CudaTarget : public Target {
 
 std::unique_ptr<Target::Scope> CudaMeter::Enter(int lane, Target::Role role, std::string) {
   const Lane l = target_->StreamsOf(lane);
-  return std::make_unique<CudaScope>(role == Target::Role::kCompute  ? l.compute
+  const bool compute = role == Target::Role::kCompute;
+  return std::make_unique<CudaScope>(compute                         ? l.compute
                                      : role == Target::Role::kCopyIn ? l.in
-                                                                     : l.out);
+                                                                     : l.out,
+                                     compute);
 }
 
 absl::StatusOr<proto::Bandwidths> CudaTarget::MeasureBandwidths(int repeats) {

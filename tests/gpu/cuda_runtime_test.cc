@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/Context.h>
@@ -23,6 +24,7 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/cuda_warm_up.h"
 #include "common/decomposer.h"
 #include "common/files.h"
 #include "common/device_spec.h"
@@ -356,6 +358,28 @@ TEST(CudaRuntimeTest, SpecsTheMachineCannotGiveAreRefused) {
   s = Runtime::Create(plan, m.path, Options("cuda:2x100000GiB", "sgd")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   std::printf("refusals read: %s\n", std::string(s.message()).c_str());
+}
+
+// The runtime's compute threads and the profiler's compute scopes run their
+// own backward (common/cuda_warm_up.h): by default LibTorch runs a GPU
+// backward on its one thread for the GPU, whoever calls it.
+TEST(CudaRuntimeTest, BackwardRunsOnTheThreadThatCallsIt) {
+  const auto o = at::TensorOptions().device(at::kCUDA, 0);
+  auto thread_of_backward = [&] {
+    at::Tensor x = at::ones({8, 8}, o).requires_grad_(true);
+    at::Tensor y = at::mm(x, x);
+    std::thread::id ran;
+    y.register_hook([&ran](const at::Tensor&) { ran = std::this_thread::get_id(); });
+    y.sum().backward();
+    return ran;
+  };
+  const std::thread::id here = std::this_thread::get_id();
+  EXPECT_NE(thread_of_backward(), here);
+  {
+    common::BackwardOnThisThread on_this_thread;
+    EXPECT_EQ(thread_of_backward(), here);
+  }
+  EXPECT_NE(thread_of_backward(), here);  // The thread's setting came back.
 }
 
 // harmony-plan profile --devices cuda...: the vLayers timed and their peaks
