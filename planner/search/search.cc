@@ -11,6 +11,7 @@
 #include "common/units.h"
 #include "planner/search/candidates.h"
 #include "planner/search/keep_choice.h"
+#include "planner/search/merge_choice.h"
 #include "planner/search/microbatch_choice.h"
 #include "planner/search/prefetch_choice.h"
 
@@ -140,9 +141,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     ++best.candidates;
     if (!sim->fits) return absl::OkStatus();
     ++best.feasible;
-    // Faster wins; within the tolerance, fewer bytes over the host
-    // link, then fewer packs. Compared with the fastest time seen, so
-    // the winner stays within the tolerance of the fastest.
+    // Faster wins; within the tolerance, the least product of time and
+    // bytes over the host link, then fewer packs. Compared with the
+    // fastest time seen, so the winner stays within the tolerance of the
+    // fastest.
     const double t = sim->iteration_s;
     fastest = std::min(fastest, t);
     const uint64_t bytes = sim->swap.host_link();
@@ -154,9 +156,12 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
       if (bt > limit) {
         better = t < bt;  // The current best fell out of the window.
       } else if (t <= limit) {
-        better = bytes < best_bytes ||
-                 (bytes == best_bytes &&
-                  (t < bt || (t == bt && TotalPacks(c) < TotalPacks(best.graph.config))));
+        // Time and bytes at par: a plan moving x% fewer bytes may take up
+        // to x% longer.
+        const double score = t * static_cast<double>(std::max<uint64_t>(bytes, 1));
+        const double best_score = bt * static_cast<double>(std::max<uint64_t>(best_bytes, 1));
+        better = score < best_score ||
+                 (score == best_score && TotalPacks(c) < TotalPacks(best.graph.config));
       }
     }
     if (better) {
@@ -475,6 +480,21 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
       }
+    }
+  }
+  // Adjacent packs merged where the simulator says so (merge_choice.h),
+  // unless the packs were pinned.
+  if (have && !o.any_fit && o.backward_packs.empty()) {
+    if (o.progress) {
+      o.progress(absl::StrCat("merging packs (", best.candidates, " simulated)"));
+    }
+    int simulated = 0;
+    std::optional<Candidate> merged = ChooseMergedPacks(
+        model, best.graph.config, best.sim.iteration_s, threads, &simulated);
+    best.candidates += simulated;
+    if (merged) {
+      --best.candidates;  // consider() counts it again.
+      HARMONY_RETURN_IF_ERROR(consider(*merged));
     }
   }
   // Prefetch or swap in late, per pack, where the best candidate swaps some
