@@ -161,8 +161,8 @@ std::unique_ptr<po::options_description> PlanFlagsDescription(PlanFlags* f) {
        "fraction of each device's memory the plan leaves free for what the "
        "profile does not see (allocator slack, runtime buffers)")
       ("time-tolerance", po::value(&f->tolerance)->default_value(f->tolerance),
-       "simulated times within this fraction of the fastest count as equal; "
-       "among them the plan moving fewer bytes wins")
+       "simulated times within this fraction of the fastest are traded against "
+       "bytes over the host link at par: the least time x bytes wins")
       ("host-link-latency", po::value(&f->host_latency_text),
        "fixed cost of each host transfer on top of its bytes, e.g. 100us (default: the "
        "profile's measured hand-off; with harmony-exec --emulate-host-link, the emulated "

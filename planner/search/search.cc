@@ -156,12 +156,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
       if (bt > limit) {
         better = t < bt;  // The current best fell out of the window.
       } else if (t <= limit) {
-        // Time and bytes at par: a plan moving x% fewer bytes may take up
-        // to x% longer.
-        const double score = t * static_cast<double>(std::max<uint64_t>(bytes, 1));
-        const double best_score = bt * static_cast<double>(std::max<uint64_t>(best_bytes, 1));
-        better = score < best_score ||
-                 (score == best_score && TotalPacks(c) < TotalPacks(best.graph.config));
+        better = BeatsWithinTolerance(t, bytes, bt, best_bytes) ||
+                 (!BeatsWithinTolerance(bt, best_bytes, t, bytes) &&
+                  TotalPacks(c) < TotalPacks(best.graph.config));
       }
     }
     if (better) {
@@ -515,7 +512,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   }
   // Keep or recompute, per pack: chosen on the best candidate, which wins
   // over it only as any candidate does (faster, or within the tolerance
-  // with fewer bytes over the link).
+  // at a smaller product of time and bytes over the link).
   if (have && !o.any_fit && o.keep == KeepActivations::kAuto) {
     if (o.progress) {
       o.progress(absl::StrCat("choosing keep or recompute per pack (", best.candidates,
@@ -543,6 +540,13 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     HARMONY_ASSIGN_OR_RETURN(best.graph, BuildTaskGraph(model, best.graph.config));
   }
   return best;
+}
+
+bool BeatsWithinTolerance(double seconds, uint64_t bytes, double best_seconds,
+                          uint64_t best_bytes) {
+  // (No bytes at all: time decides.)
+  return seconds * static_cast<double>(std::max<uint64_t>(bytes, 1)) <
+         best_seconds * static_cast<double>(std::max<uint64_t>(best_bytes, 1));
 }
 
 absl::StatusOr<SearchResult> PlanBaseline(const CostModel& model, const SearchOptions& o,

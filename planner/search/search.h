@@ -3,8 +3,10 @@
 // on batch statistics), and forward/backward packs made by every packer at
 // several memory budgets, every candidate is built into a task graph and
 // simulated; the fastest whose simulated peak fits the devices wins (within
-// `time_tolerance` of the fastest time, the one moving fewer bytes over the
-// host link). Microbatch sizes are tried largest first, and one whose
+// `time_tolerance` of the fastest time, the least product of time and bytes
+// over the host link). On the winner, adjacent packs merge where that is
+// faster (merge_choice.h), then weights come late and packs keep their
+// activations per pack where that is faster. Microbatch sizes are tried largest first, and one whose
 // compute alone (every vLayer's backward over a device's share) is slower
 // than what was found is skipped without packing it (branch and bound; the
 // result is the full search's). Pinned
@@ -17,6 +19,7 @@
 #ifndef HARMONY_PLANNER_SEARCH_SEARCH_H_
 #define HARMONY_PLANNER_SEARCH_SEARCH_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -38,8 +41,8 @@ struct SearchOptions {
   Schedule schedule = Schedule::kHarmony;
   int microbatch = 0;        // > 0 pins U_f = U_b.
   Packing backward_packs;    // Non-empty pins the backward packing.
-  // Simulated times within this fraction of the fastest count as equal, and
-  // among them the plan moving fewer bytes over the host link wins: the
+  // Simulated times within this fraction of the fastest are traded against
+  // bytes over the host link at par (the least time x bytes wins): the
   // simulator is not that exact, and less traffic is more robust.
   double time_tolerance = 0.05;
   // vDP: activations and their gradients between a device's packs stay on
@@ -87,6 +90,13 @@ struct SearchResult {
 // the largest share; vPP: the minibatch's compute over the devices), the
 // backward packs' recompute included.
 double BusiestDeviceComputeSeconds(const CostModel& model, const Config& config);
+
+// Within the time tolerance: whether a plan of `seconds` moving `bytes` over
+// the host link beats the best so far (`best_seconds`, `best_bytes`): time
+// and bytes trade at par, the smaller product wins (a plan moving x% fewer
+// bytes may be up to x% slower). Ties: neither.
+bool BeatsWithinTolerance(double seconds, uint64_t bytes, double best_seconds,
+                          uint64_t best_bytes);
 
 // FailedPrecondition / ResourceExhausted / InvalidArgument with what a
 // person can act on: a vLayer that cannot fit even alone at microbatch 1

@@ -504,6 +504,21 @@ TEST(SearchTest, PeerWeightsFollowTheBandwidthsOrThePin) {
 // backward (with the recompute). vDP on 2 devices, minibatch 9: the first
 // device's 5 samples through 3 forward and 6 backward vLayers; vPP: the 9
 // samples' compute over the 2 devices.
+// Within the tolerance, time and bytes trade at par.
+TEST(SearchTest, TimeAndBytesTradeAtParWithinTheTolerance) {
+  // zoo vgg's case: 0.2% fewer bytes no longer buys a plan 2.7% slower.
+  EXPECT_TRUE(BeatsWithinTolerance(0.4917, 1244, 0.5054, 1242));
+  EXPECT_FALSE(BeatsWithinTolerance(0.5054, 1242, 0.4917, 1244));
+  // 10% fewer bytes for 4% more time wins; 2% fewer for 4% more does not.
+  EXPECT_TRUE(BeatsWithinTolerance(1.04, 900, 1.0, 1000));
+  EXPECT_FALSE(BeatsWithinTolerance(1.04, 980, 1.0, 1000));
+  // Equal products: neither; no bytes at all: time decides.
+  EXPECT_FALSE(BeatsWithinTolerance(2.0, 500, 1.0, 1000));
+  EXPECT_FALSE(BeatsWithinTolerance(1.0, 1000, 2.0, 500));
+  EXPECT_TRUE(BeatsWithinTolerance(1.0, 0, 1.01, 0));
+  EXPECT_FALSE(BeatsWithinTolerance(1.01, 0, 1.0, 0));
+}
+
 TEST(SearchTest, BusiestDeviceComputeByHand) {
   FakeProfileOptions f;
   f.layers = 6;
