@@ -479,53 +479,36 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
       }
     }
   }
+  // Choices made on the best candidate, each result competing as any
+  // candidate does (faster, or within the tolerance at a smaller product of
+  // time and bytes over the link).
+  auto refine = [&](const char* what, const auto& choose) -> absl::Status {
+    if (o.progress) o.progress(absl::StrCat(what, " (", best.candidates, " simulated)"));
+    int simulated = 0;
+    std::optional<Candidate> chosen =
+        choose(model, best.graph.config, best.sim.iteration_s, threads, &simulated);
+    best.candidates += simulated;
+    if (!chosen) return absl::OkStatus();
+    --best.candidates;  // consider() counts it again.
+    return consider(*chosen);
+  };
   // Adjacent packs merged where the simulator says so (merge_choice.h),
   // unless the packs were pinned.
   if (have && !o.any_fit && o.backward_packs.empty()) {
-    if (o.progress) {
-      o.progress(absl::StrCat("merging packs (", best.candidates, " simulated)"));
-    }
-    int simulated = 0;
-    std::optional<Candidate> merged = ChooseMergedPacks(
-        model, best.graph.config, best.sim.iteration_s, threads, &simulated);
-    best.candidates += simulated;
-    if (merged) {
-      --best.candidates;  // consider() counts it again.
-      HARMONY_RETURN_IF_ERROR(consider(*merged));
-    }
+    HARMONY_RETURN_IF_ERROR(refine("merging packs", [](auto&&... a) {
+      return ChooseMergedPacks(a...);
+    }));
   }
   // Prefetch or swap in late, per pack, where the best candidate swaps some
-  // weights in late: chosen on it, the result competing as any candidate.
+  // weights in late.
   if (have && !o.any_fit && AnyLate(best.graph.config)) {
-    if (o.progress) {
-      o.progress(absl::StrCat("choosing prefetch or late weights per pack (", best.candidates,
-                              " simulated)"));
-    }
-    int simulated = 0;
-    std::optional<Candidate> prefetched = ChoosePrefetchedPacks(
-        model, best.graph.config, best.sim.iteration_s, threads, &simulated);
-    best.candidates += simulated;
-    if (prefetched) {
-      --best.candidates;  // consider() counts it again.
-      HARMONY_RETURN_IF_ERROR(consider(*prefetched));
-    }
+    HARMONY_RETURN_IF_ERROR(refine("choosing prefetch or late weights per pack",
+                                   [](auto&&... a) { return ChoosePrefetchedPacks(a...); }));
   }
-  // Keep or recompute, per pack: chosen on the best candidate, which wins
-  // over it only as any candidate does (faster, or within the tolerance
-  // at a smaller product of time and bytes over the link).
+  // Keep or recompute, per pack.
   if (have && !o.any_fit && o.keep == KeepActivations::kAuto) {
-    if (o.progress) {
-      o.progress(absl::StrCat("choosing keep or recompute per pack (", best.candidates,
-                              " simulated)"));
-    }
-    int simulated = 0;
-    std::optional<Candidate> kept = ChooseKeptPacks(model, best.graph.config,
-                                                    best.sim.iteration_s, threads, &simulated);
-    best.candidates += simulated;
-    if (kept) {
-      --best.candidates;  // consider() counts it again.
-      HARMONY_RETURN_IF_ERROR(consider(*kept));
-    }
+    HARMONY_RETURN_IF_ERROR(refine("choosing keep or recompute per pack",
+                                   [](auto&&... a) { return ChooseKeptPacks(a...); }));
   }
   if (!have) {
     if (!first_error.ok() && !absl::IsInvalidArgument(first_error)) return first_error;
