@@ -6,12 +6,12 @@
 // `time_tolerance` of the fastest time, the least product of time and bytes
 // over the host link). On the winner, adjacent packs merge where that is
 // faster (merge_choice.h), then weights come late and packs keep their
-// activations per pack where that is faster. Microbatch sizes are tried largest first, and one whose
-// compute alone (every vLayer's backward over a device's share) is slower
-// than what was found is skipped without packing it (branch and bound; the
-// result is the full search's). Pinned
-// choices (a microbatch size, a backward packing) restrict the search to
-// what is left free. Pure and deterministic: the same inputs give the same
+// activations per pack where that is faster. Microbatch sizes are tried
+// largest first, and one whose compute alone (every vLayer's backward over a
+// device's share) is slower than what was found is skipped without packing
+// it (branch and bound; the result is the full search's). Pinned choices (a
+// microbatch size, a backward packing) restrict the search to what is left
+// free. Pure and deterministic: the same inputs give the same
 // result.
 //
 // Thread-safety: stateless; `progress` is called on the calling thread.
