@@ -131,6 +131,7 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   c.local_activations = pc.local_activations();
   c.peer_weights = pc.peer_weights();
   c.waves = std::max(1, static_cast<int>(pc.waves()));
+  c.host_outputs_pending = static_cast<int>(pc.host_outputs_pending());
   for (const proto::Pack& p : pc.forward_packs()) {
     c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }

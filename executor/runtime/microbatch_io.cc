@@ -2,6 +2,7 @@
 // link on the device's copy streams, and hand-overs to the same or another
 // device (runtime_impl.h).
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <memory>
@@ -145,8 +146,21 @@ absl::Status Runtime::Impl::ReceiveInputs(const Task& t, int d, const plan::Micr
   return absl::OkStatus();
 }
 
+Runtime::Impl::PendingSends::PendingSends(Impl& impl, const Task& t)
+    : impl_(impl),
+      bound_(static_cast<size_t>(std::max(0, impl.graph.config.host_outputs_pending))),
+      left_(bound_ > 0 ? t.microbatches.size() : 0) {}
+
+absl::Status Runtime::Impl::PendingSends::Before(size_t m) {
+  if (bound_ == 0 || m < bound_ || !left_[m - bound_].valid()) return absl::OkStatus();
+  const double start = impl_.Now();
+  left_[m - bound_].wait();
+  IterationCounters::AddSeconds(impl_.counters.wait_ns, impl_.Now() - start);
+  return impl_.completion.error();
+}
+
 absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const plan::Microbatch& mb,
-                         const std::map<Ref, c10::IValue>& values) {
+                         const std::map<Ref, c10::IValue>& values, std::future<void>* left) {
   struct HostSend {
     int to;
     TransferKind kind;
@@ -191,9 +205,22 @@ absl::Status Runtime::Impl::SendOutputs(const Task& t, int d, const plan::Microb
     }
     Post(to.id, t.id, x.kind, std::move(piece));
   }
+  std::shared_ptr<std::promise<void>> done;
+  if (left != nullptr) {
+    done = std::make_shared<std::promise<void>>();
+    *left = done->get_future();
+    if (host_sends.empty()) done->set_value();
+  }
   if (host_sends.empty()) return absl::OkStatus();
   devices[d]->copy_out().Post([this, d, from = t.id, index = mb.index,
-                             sends = std::move(host_sends)]() mutable {
+                             sends = std::move(host_sends), done]() mutable {
+    // Ready however this ends (a failed copy fails the iteration).
+    struct Signal {
+      std::promise<void>* p;
+      ~Signal() {
+        if (p != nullptr) p->set_value();
+      }
+    } signal{done.get()};
     for (HostSend& s : sends) {
       const double start = Now();
       uint64_t bytes = 0;

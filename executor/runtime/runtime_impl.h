@@ -316,9 +316,26 @@ struct Runtime::Impl {
   // STASH_OUT transfers. For a backward task, `values` holds the gradients
   // of its inputs. LOCAL and PEER sends are done when this returns; HOST
   // sends are posted on the copy-out stream, which keeps the device tensors
-  // until they are on the host and then delivers them.
+  // until they are on the host and then delivers them; `left`, when given,
+  // becomes ready when they have left the device (at once without any).
   absl::Status SendOutputs(const Task& t, int d, const plan::Microbatch& mb,
-                           const std::map<Ref, c10::IValue>& values);
+                           const std::map<Ref, c10::IValue>& values,
+                           std::future<void>* left = nullptr);
+
+  // A task's microbatches waiting for their host sends to leave
+  // (Config::host_outputs_pending): Before(m) waits until microbatch
+  // m - N's have, so at most N microbatches' are on the device.
+  class PendingSends {
+   public:
+    PendingSends(Impl& impl, const Task& t);
+    absl::Status Before(size_t m);
+    std::future<void>* Of(size_t m) { return bound_ > 0 ? &left_[m] : nullptr; }
+
+   private:
+    Impl& impl_;
+    const size_t bound_;
+    std::vector<std::future<void>> left_;
+  };
 
   // --- Tasks.
 

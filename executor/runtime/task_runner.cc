@@ -105,7 +105,9 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w, Task
   // waits for them, so that at most two microbatches' are on it at once (as
   // the plan counts them).
   std::vector<std::vector<std::future<void>>> offloaded(t.microbatches.size());
+  PendingSends pending(*this, t);
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
+    HARMONY_RETURN_IF_ERROR(pending.Before(m));
     const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
     std::map<int, std::shared_ptr<KeptMicrobatch>> kept_now;  // By backward task.
@@ -171,7 +173,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w, Task
     Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
                                     " #", mb.index),
           start);
-    HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, values));
+    HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, values, pending.Of(m)));
   }
   // The weights the kept vLayers ran on leave with the task's: their
   // leaves keep only their graph edges.
@@ -220,7 +222,9 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
   for (auto& ps : w.params) {
     for (at::Tensor& p : ps) p.mutable_grad() = at::Tensor();
   }
+  PendingSends pending(*this, t);
   for (size_t m = 0; m < t.microbatches.size(); ++m) {
+    HARMONY_RETURN_IF_ERROR(pending.Before(m));
     const plan::Microbatch& mb = t.microbatches[m];
     std::map<Ref, c10::IValue> values;
     std::vector<std::map<Ref, c10::IValue>> incoming;
@@ -374,7 +378,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
                                     t.vlayers.begin, "-", t.vlayers.end - 1, " #",
                                     mb.index),
           start);
-    HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, input_grads));
+    HARMONY_RETURN_IF_ERROR(SendOutputs(t, d, mb, input_grads, pending.Of(m)));
     HARMONY_RETURN_IF_ERROR(GradientsOutAfter(t, d, w, mb.index));
   }
   return absl::OkStatus();

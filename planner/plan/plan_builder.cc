@@ -93,6 +93,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_local_activations(c.local_activations);
   config->set_peer_weights(c.peer_weights);
   config->set_waves(static_cast<uint32_t>(std::max(1, c.waves)));
+  config->set_host_outputs_pending(static_cast<uint32_t>(std::max(0, c.host_outputs_pending)));
   if (!c.backward_pack_microbatch.empty()) {
     for (size_t p = 0; p < c.backward_packs.size(); ++p) {
       config->add_backward_pack_microbatches(
@@ -193,6 +194,12 @@ std::string PlanSummary(const proto::Plan& plan) {
                           c.waves(),
                           c.minibatch() % c.waves() == 0 ? absl::StrCat(base)
                                                          : absl::StrCat(base, "-", base + 1));
+  }
+  if (c.host_outputs_pending() > 0) {
+    absl::StrAppendFormat(&out,
+                          "  what a task sends to the host held on its device for at most %d "
+                          "microbatches: the next waits until it has left\n",
+                          c.host_outputs_pending());
   }
   if (c.host_summed_packs_size() > 0) {
     std::vector<std::string> packs;

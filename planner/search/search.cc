@@ -432,13 +432,20 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           best.pruned_configs += static_cast<int>(before - configs.size());
         }
         std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
-        std::vector<Config> single, summed, waved;
-        // Those that do not fit are tried again with the gradients of their
-        // heaviest backward packs summed on the host, and single-buffered;
-        // those keeping activations on the devices in waves too.
+        std::vector<Config> bounded, single, summed, waved;
+        // Those that do not fit are tried again with what their tasks send
+        // to the host held for a few microbatches only, with the gradients
+        // of their heaviest backward packs summed on the host, and
+        // single-buffered; those keeping activations on the devices in
+        // waves too.
         auto retry = [&](const Candidate& cand) {
           if (!cand.graph.ok() || !cand.sim.ok() || cand.sim->fits) return;
           const Config& c = cand.config;
+          if (c.schedule == Schedule::kHarmony && c.host_outputs_pending == 0 &&
+              cand.sim->host_outputs_pending >= plan::kHostOutputsPending) {
+            bounded.push_back(c);
+            bounded.back().host_outputs_pending = plan::kHostOutputsPending;
+          }
           if (o.waves == 0 && c.mode == Mode::kVdp && c.local_activations && c.waves == 1 &&
               c.schedule == Schedule::kHarmony) {
             for (int w = 2; w <= 16 && o.minibatch / w >= 2 * o.num_devices *
@@ -462,6 +469,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           }
         };
         for (Candidate& cand : done) {
+          retry(cand);
+          HARMONY_RETURN_IF_ERROR(consider(cand));
+        }
+        for (Candidate& cand : SimulateAll(model, std::move(bounded), threads)) {
           retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }

@@ -333,6 +333,42 @@ TEST(SearchTest, WavesKeepActivationsOnTheDevicesAtLargeMinibatches) {
   EXPECT_EQ(again->sim.iteration_s, r->sim.iteration_s);
 }
 
+// A large minibatch in one pass on a slow link: unbounded, a task's sends
+// to the host pile up on the device over its many microbatches and no
+// Harmony candidate fits; the search tries them again with the sends held
+// for plan::kHostOutputsPending microbatches, and plans Harmony so.
+TEST(SearchTest, OnePassAtALargeMinibatchFitsWithItsHostSendsBounded) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  f.activation_bytes = 64 << 10;
+  f.bandwidth = 1e8;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  SearchOptions o = Options(2, 6u << 20, 256);
+  o.waves = 1;
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Config& c = r->graph.config;
+  ASSERT_EQ(c.schedule, Schedule::kHarmony);
+  EXPECT_EQ(c.waves, 1);
+  EXPECT_EQ(c.host_outputs_pending, plan::kHostOutputsPending);
+  EXPECT_TRUE(r->sim.fits);
+  EXPECT_LT(r->sim.host_outputs_pending, plan::kHostOutputsPending);
+  EXPECT_TRUE(ValidateTaskGraph(*m, r->graph).ok());
+  // Unbounded, the same plan does not fit.
+  Config free = c;
+  free.host_outputs_pending = 0;
+  absl::StatusOr<SimResult> unbounded = Simulate(*m, *BuildTaskGraph(*m, free));
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  EXPECT_FALSE(unbounded->fits);
+  EXPECT_GE(unbounded->host_outputs_pending, plan::kHostOutputsPending);
+  // With room for them, the faster unbounded plan wins.
+  o.device_memory = 8u << 20;
+  absl::StatusOr<SearchResult> roomy = SearchSchedule(*m, o);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  EXPECT_EQ(roomy->graph.config.host_outputs_pending, 0);
+  EXPECT_LT(roomy->sim.iteration_s, r->sim.iteration_s);
+}
+
 // Keep or recompute is chosen per pack: where a vLayer's forward is costly
 // and what it saves is small, keeping saves its recompute; where it saves
 // much for a cheap forward, keeping only loads the link. The search keeps

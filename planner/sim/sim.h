@@ -235,6 +235,10 @@ class Sim {
   std::map<int, int> first_op_on_;     // Device -> its first op.
   int building_ = -1;                  // The task Build() is adding ops for.
   std::vector<int> last_out_;          // Task -> its last copy out (-1: none).
+  // Per task that sends to the host over its microbatches: each
+  // microbatch's compute and its last host send (-1: none), in order
+  // (SimResult::host_outputs_pending).
+  std::vector<std::vector<std::pair<int, int>>> host_sends_;
   std::vector<int> grads_hold_;        // Task -> its gradients' hold (-1: none).
   std::vector<int> reduce_op_;         // Task -> its vDP gradient reduce (-1: none).
 };

@@ -192,7 +192,16 @@ void Sim::Build() {
     // microbatches ahead of the one computing: microbatch m's once
     // microbatch m - kInputsAhead - 1 has computed.
     std::vector<int> computed;
+    // What microbatches sent to the host: with a bound on those pending
+    // (Config::host_outputs_pending), microbatch m computes once microbatch
+    // m - N's have left.
+    std::vector<std::vector<int>> host_out;  // By the microbatch's place in the task.
+    const int pending = g_.config.host_outputs_pending;
+    std::vector<std::pair<int, int>> sent;   // Compute, last host send.
+    bool any_sent = false;
     for (const Microbatch& mb : t.microbatches) {
+      const int place = static_cast<int>(host_out.size());
+      host_out.emplace_back();
       std::vector<int> ahead;
       const int behind = mb.index - plan::kInputsAhead - 1;
       if (behind >= 0 && behind < static_cast<int>(computed.size())) {
@@ -275,6 +284,9 @@ void Sim::Build() {
       if (summed_out >= 0) deps.push_back(summed_out);
       if (auto k = kept_out.find(mb.index - 2); k != kept_out.end()) {
         deps.insert(deps.end(), k->second.begin(), k->second.end());
+      }
+      if (pending > 0 && place >= pending) {
+        deps.insert(deps.end(), host_out[place - pending].begin(), host_out[place - pending].end());
       }
       const bool kept = t.kind == TaskKind::kBackward && g_.config.Keeps(t.pack);
       const double seconds =
@@ -372,6 +384,9 @@ void Sim::Build() {
           }
           sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
           if (kind == TransferKind::kKeptOut) kept_out[mb.index].push_back(op);
+          if (x->channel == Channel::kHost && kind != TransferKind::kKeptOut) {
+            host_out[place].push_back(op);  // (Kept ones have their own bound.)
+          }
           out_bytes += x->bytes;
           // The compute thread copies to a peer itself; what goes to the
           // host leaves on the copy-out stream while the device goes on.
@@ -379,6 +394,8 @@ void Sim::Build() {
           last_out = op;
         }
       }
+      sent.push_back({compute, host_out[place].empty() ? -1 : host_out[place].back()});
+      any_sent = any_sent || !host_out[place].empty();
       // A backward's outputs (the gradients of its inputs) appear at its
       // end, inside its working set until then.
       if (out_bytes > 0) {
@@ -386,6 +403,7 @@ void Sim::Build() {
                           t.kind == TaskKind::kBackward});
       }
     }
+    if (any_sent) host_sends_.push_back(std::move(sent));
     for (const Transfer* x : Find(t, TransferKind::kBuffersOut, -1)) {
       Add(d, kSwapOut, kToHost, x->bytes / to_host_bw_, {last_compute},
           Name([&] { return absl::StrCat("buffers out ", label); }));

@@ -147,6 +147,19 @@ SimResult Sim::Collect(bool keep_events) {
     }
     if (r.device_peak[d] > c_.device_memory) r.fits = false;
   }
+  // Sends copied out in order on a device's stream: those of microbatches
+  // before m not yet done when m starts are the last ones.
+  for (const auto& sends : host_sends_) {
+    size_t done = 0;
+    for (size_t m = 0; m < sends.size(); ++m) {
+      const double start = ops_[sends[m].first].start;
+      while (done < m &&
+             (sends[done].second < 0 || ops_[sends[done].second].end <= start)) {
+        ++done;
+      }
+      r.host_outputs_pending = std::max(r.host_outputs_pending, static_cast<int>(m - done));
+    }
+  }
   uint64_t stash = 0;
   for (const Task& t : g_.tasks) {
     for (const Transfer& x : t.transfers) {

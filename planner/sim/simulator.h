@@ -90,6 +90,11 @@ struct SimResult {
   // Bytes each server sends per iteration across a world (0 for one).
   uint64_t network_bytes = 0;
   bool fits = true;          // Every device's peak within its memory.
+  // The most microbatches of one task whose host sends (activations, their
+  // gradients, stashes) were still on the device when a later microbatch of
+  // it began computing (Config::host_outputs_pending bounds it below its
+  // value): a bound at or above this changes nothing.
+  int host_outputs_pending = 0;
   std::vector<TraceEvent> events;
 };
 

@@ -228,6 +228,58 @@ TEST(SimulatorTest, OverTheCapDoesNotFit) {
   EXPECT_FALSE(r->fits);
 }
 
+// Where the link is slower than the compute, a task's sends to the host
+// queue: unbounded, the device holds more of them the more microbatches it
+// runs; bounded (Config::host_outputs_pending), at most that many, whatever
+// the minibatch, and the peak stays put.
+TEST(SimulatorTest, HostSendsPendingAreBoundedPerTask) {
+  FakeProfileOptions o;
+  o.layers = 4;
+  o.activation_bytes = 1 << 20;  // 1 MiB per sample per vLayer, 10.5 ms on the link.
+  o.bandwidth = 1e8;
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  auto run = [&](int minibatch, int pending) {
+    Config c;
+    c.mode = Mode::kVdp;
+    c.num_devices = 1;
+    c.device_memory = 1ull << 34;
+    c.minibatch = minibatch;
+    // The forward takes 1 MiB in per sample and sends 2 MiB out: vLayer
+    // 0's output as the stash of [1-1], vLayer 1's to the fused pack.
+    c.forward_packs = {{0, 2}};
+    c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
+    c.host_outputs_pending = pending;
+    auto g = BuildTaskGraph(*m, c);
+    EXPECT_TRUE(g.ok()) << g.status();
+    auto r = Simulate(*m, *g);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  };
+  const SimResult free16 = run(16, 0), free32 = run(32, 0);
+  const SimResult bound16 = run(16, 4), bound32 = run(32, 4);
+  // Unbounded, the forward's sends pile up: one more pending per two
+  // microbatches.
+  EXPECT_GE(free16.host_outputs_pending, 6) << free16.host_outputs_pending;
+  EXPECT_GE(free32.host_outputs_pending, free16.host_outputs_pending + 6)
+      << free32.host_outputs_pending;
+  EXPECT_GE(free32.device_peak[0], free16.device_peak[0] + (12u << 20));
+  // Bounded: at most 3 behind while the next computes, the peak the same
+  // at twice the minibatch and below the unbounded one.
+  EXPECT_LE(bound16.host_outputs_pending, 3);
+  EXPECT_LE(bound32.host_outputs_pending, 3);
+  EXPECT_EQ(bound16.device_peak[0], bound32.device_peak[0]);
+  EXPECT_LE(bound16.device_peak[0] + (4u << 20), free16.device_peak[0]);
+  // It costs time, not a pile-up: the forward now ends when its last sends
+  // do, and the backward that reads them back no longer starts while they
+  // drain (13% here; the search bounds only what does not fit without).
+  EXPECT_GT(bound32.iteration_s, free32.iteration_s);
+  EXPECT_LT(bound32.iteration_s, free32.iteration_s * 1.2);
+  // A bound at or above what was pending changes nothing.
+  const SimResult loose = run(16, free16.host_outputs_pending + 1);
+  EXPECT_EQ(loose.device_peak[0], free16.device_peak[0]);
+  EXPECT_DOUBLE_EQ(loose.iteration_s, free16.iteration_s);
+}
+
 TEST(SimulatorTest, VppPrefetchesAndPipelinesAcrossDevices) {
   auto m = Model(12);
   Config c;
