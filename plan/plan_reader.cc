@@ -132,6 +132,7 @@ absl::StatusOr<TaskGraph> TaskGraphFromPlan(const proto::Plan& plan) {
   c.peer_weights = pc.peer_weights();
   c.waves = std::max(1, static_cast<int>(pc.waves()));
   c.host_outputs_pending = static_cast<int>(pc.host_outputs_pending());
+  c.inputs_ahead = static_cast<int>(pc.inputs_ahead());
   for (const proto::Pack& p : pc.forward_packs()) {
     c.forward_packs.push_back({static_cast<int>(p.begin()), static_cast<int>(p.end())});
   }

@@ -143,6 +143,11 @@ struct Config {
   // device memory in proportion to it. The search sets it where a
   // candidate fits only so (kHostOutputsPending).
   int host_outputs_pending = 0;
+  // How many microbatches ahead of the one computing a task's host inputs
+  // are copied in (0: kInputsAhead). Fewer hold less on the device: the
+  // search lowers it for candidates that fit only so (kFewerInputsAhead).
+  int inputs_ahead = 0;
+  int InputsAhead() const;
 };
 
 // The bound the search tries (Config::host_outputs_pending), as many as the
@@ -169,6 +174,10 @@ WaveSlice WaveSamples(const Config& c, int w);
 // at 3, 495 at 4, 499 at 5, 504 at 8; measured 0.970x the iteration at 4,
 // the GPT 0.99x; AMD EPYC).
 constexpr int kInputsAhead = 4;
+// What the search tries where a candidate does not fit with kInputsAhead
+// (Config::inputs_ahead).
+constexpr int kFewerInputsAhead = 1;
+inline int Config::InputsAhead() const { return inputs_ahead > 0 ? inputs_ahead : kInputsAhead; }
 
 enum class TransferKind {
   kWeightsIn,

@@ -270,7 +270,8 @@ struct Runtime::Impl {
   // targets, activations, stashes and kept activations sent through the
   // host) are copied in on the copy-in stream, the task's microbatches in
   // order from when the device starts the task, at most
-  // plan::kInputsAhead ahead of the one computing (TaskInputs); what it
+  // the plan's Config::InputsAhead() ahead of the one computing
+  // (TaskInputs); what it
   // sends through the host, and
   // its gradients, are copied out on the copy-out stream, the device
   // tensors counting against the device until their copy has finished.
@@ -340,23 +341,26 @@ struct Runtime::Impl {
   // --- Tasks.
 
   // A task's host inputs, copied in on the copy-in stream from when the
-  // task starts, at most kInputsAhead microbatches ahead of the one
-  // computing: what they hold on the device does not grow with the number
+  // task starts, at most the plan's Config::InputsAhead() microbatches
+  // ahead of the one computing: what they hold on the device does not grow with the number
   // of microbatches (a large minibatch's stashes, kept activations).
-  static constexpr size_t kInputsAhead = plan::kInputsAhead;
   class TaskInputs {
    public:
-    TaskInputs(Impl& impl, const Task& t, int d) : impl_(impl), t_(t), d_(d) {
+    TaskInputs(Impl& impl, const Task& t, int d)
+        : impl_(impl),
+          t_(t),
+          d_(d),
+          ahead_(static_cast<size_t>(impl.graph.config.InputsAhead())) {
       futures_.resize(t.microbatches.size());
-      PostUpTo(kInputsAhead);
+      PostUpTo(ahead_);
     }
-    // Microbatch m's; first starts copying microbatch m + kInputsAhead's.
+    // Microbatch m's; first starts copying microbatch m + ahead's.
     std::future<HostInputsResult>& For(size_t m) {
       if (m >= futures_.size()) {
         throw std::out_of_range(absl::StrCat("task ", t_.id, " has ", futures_.size(),
                                              " microbatches; asked for the inputs of ", m));
       }
-      PostUpTo(m + kInputsAhead);
+      PostUpTo(m + ahead_);
       return futures_[m];
     }
 
@@ -369,6 +373,7 @@ struct Runtime::Impl {
     Impl& impl_;
     const Task& t_;
     const int d_;
+    const size_t ahead_;
     std::vector<std::future<HostInputsResult>> futures_;
     size_t posted_ = 0;
   };

@@ -474,6 +474,59 @@ int SentLate(const proto::Plan& plan, const Runtime& runtime, int bound) {
   return late;
 }
 
+// How often, in a run's trace, a backward task's stash for microbatch m
+// began copying in before its microbatch m - `ahead` - 1 had computed:
+// never, with plan::Config::inputs_ahead = `ahead`.
+int CopiedEarly(const proto::Plan& plan, const Runtime& runtime, int ahead) {
+  const nlohmann::json trace = nlohmann::json::parse(runtime.ChromeTrace());
+  std::map<std::string, std::vector<std::pair<double, double>>> spans;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    const double ts = e["ts"].get<double>();
+    spans[e["name"].get<std::string>()].push_back({ts, ts + e["dur"].get<double>()});
+  }
+  for (auto& [name, s] : spans) std::sort(s.begin(), s.end());
+  int early = 0, checked = 0;
+  for (const proto::DeviceSchedule& device : plan.devices()) {
+    for (const proto::Task& t : device.tasks()) {
+      if (t.kind() != proto::BACKWARD) continue;
+      for (int m = ahead + 1; m < t.microbatches_size(); ++m) {
+        const auto& computes = spans[absl::StrCat("backward ", t.vlayers().begin(), "-",
+                                                  t.vlayers().end() - 1, " #", m - ahead - 1)];
+        const auto& copies = spans[absl::StrCat("stash in ", t.id(), " #", m)];
+        for (size_t i = 0; i < std::min(computes.size(), copies.size()); ++i) {
+          ++checked;
+          early += copies[i].first + 1 < computes[i].second ? 1 : 0;  // 1 us of rounding.
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+  return early;
+}
+
+// Host inputs copied in fewer microbatches ahead (plan::Config::
+// inputs_ahead): the same training bit for bit, and no copy starts before
+// the microbatch that far behind it has computed, where by default (4)
+// some do.
+TEST(RuntimeTest, FewerInputsAheadTrainTheSameAndCopyLater) {
+  const Model& m = GetModel("gpt");
+  Config c = MakeConfig(m, Mode::kVpp, 1, 1, 1, 1, 1);  // 8 microbatches per task.
+  const proto::Plan four = MakePlan(m, c);
+  c.inputs_ahead = 1;
+  const proto::Plan one = MakePlan(m, c);
+  ASSERT_EQ(one.config().inputs_ahead(), 1u);
+  EXPECT_LE(one.estimates().device_peak_bytes(0), four.estimates().device_peak_bytes(0));
+  RuntimeOptions o = Options(1, 1ull << 30, Optimizer("sgd"));
+  o.trace = true;
+  TrainingRun a = RunPlan(m, four, o);
+  TrainingRun b = RunPlan(m, one, o);
+  ExpectLikeReference(m, one, b, Reference("sgd"), 0, true);
+  ExpectSameLosses(b.losses, a.losses, 0);
+  EXPECT_EQ(CopiedEarly(one, *b.runtime, 1), 0);
+  EXPECT_GT(CopiedEarly(four, *a.runtime, 1), 0);
+}
+
 // What a task sends to the host held for at most N microbatches
 // (plan::Config::host_outputs_pending): trains bit for bit like the plain
 // loop and like the unbounded plan, and where the link is slower than the

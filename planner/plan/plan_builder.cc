@@ -94,6 +94,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   config->set_peer_weights(c.peer_weights);
   config->set_waves(static_cast<uint32_t>(std::max(1, c.waves)));
   config->set_host_outputs_pending(static_cast<uint32_t>(std::max(0, c.host_outputs_pending)));
+  config->set_inputs_ahead(static_cast<uint32_t>(std::max(0, c.inputs_ahead)));
   if (!c.backward_pack_microbatch.empty()) {
     for (size_t p = 0; p < c.backward_packs.size(); ++p) {
       config->add_backward_pack_microbatches(
@@ -200,6 +201,12 @@ std::string PlanSummary(const proto::Plan& plan) {
                           "  what a task sends to the host held on its device for at most %d "
                           "microbatches: the next waits until it has left\n",
                           c.host_outputs_pending());
+  }
+  if (c.inputs_ahead() > 0) {
+    absl::StrAppendFormat(&out,
+                          "  a task's host inputs copied in %d microbatch(es) ahead of the one "
+                          "computing (default 4)\n",
+                          c.inputs_ahead());
   }
   if (c.host_summed_packs_size() > 0) {
     std::vector<std::string> packs;

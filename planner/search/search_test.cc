@@ -283,7 +283,9 @@ TEST(SearchTest, LocalActivationsAreSearchedInVdp) {
     ASSERT_TRUE(r.ok()) << r.status();
     // Through the host, on-demand swapping at a larger microbatch can be
     // the fastest plan (the search's candidates include the baselines).
-    if (local) ASSERT_EQ(r->graph.config.schedule, Schedule::kHarmony);
+    if (local) {
+      ASSERT_EQ(r->graph.config.schedule, Schedule::kHarmony);
+    }
     EXPECT_EQ(r->graph.config.local_activations, local);
     if (r->graph.config.schedule == Schedule::kHarmony) {
       EXPECT_EQ(count(r->graph, Channel::kLocal) > 0, local);
@@ -367,6 +369,35 @@ TEST(SearchTest, OnePassAtALargeMinibatchFitsWithItsHostSendsBounded) {
   ASSERT_TRUE(roomy.ok()) << roomy.status();
   EXPECT_EQ(roomy->graph.config.host_outputs_pending, 0);
   EXPECT_LT(roomy->sim.iteration_s, r->sim.iteration_s);
+}
+
+// Where a candidate does not fit with its host inputs copied in 4
+// microbatches ahead, by no more than 3 microbatches' inputs, the search
+// tries it with 1 (plan::kFewerInputsAhead): on 5.25 MiB the plan that
+// needs 5.75 MiB so fits, faster than what fits otherwise.
+TEST(SearchTest, FewerInputsAheadWhereOnlyThatFits) {
+  FakeProfileOptions f;
+  f.layers = 8;
+  f.activation_bytes = 256 << 10;
+  f.forward_s_per_sample = 5e-3;
+  auto m = *CostModel::Create(MakeFakeProfile(f));
+  absl::StatusOr<SearchResult> r = SearchSchedule(*m, Options(1, 5376u << 10, 32));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Config& c = r->graph.config;
+  EXPECT_EQ(c.schedule, Schedule::kHarmony);
+  EXPECT_EQ(c.inputs_ahead, plan::kFewerInputsAhead);
+  EXPECT_TRUE(r->sim.fits);
+  EXPECT_TRUE(ValidateTaskGraph(*m, r->graph).ok());
+  Config four = c;
+  four.inputs_ahead = 0;
+  absl::StatusOr<SimResult> more = Simulate(*m, *BuildTaskGraph(*m, four));
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_FALSE(more->fits);
+  EXPECT_GT(more->device_peak[0], r->sim.device_peak[0]);
+  // On a little less (4.75 MiB) only a slower plan fits.
+  absl::StatusOr<SearchResult> less = SearchSchedule(*m, Options(1, 4864u << 10, 32));
+  ASSERT_TRUE(less.ok()) << less.status();
+  EXPECT_GT(less->sim.iteration_s, r->sim.iteration_s);
 }
 
 // Keep or recompute is chosen per pack: where a vLayer's forward is costly

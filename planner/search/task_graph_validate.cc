@@ -135,6 +135,10 @@ absl::Status ValidateConfig(const CostModel& m, const Config& c) {
                                 c.minibatch, " for ", c.num_devices, " devices"));
   }
   if (c.waves < 1) return Invalid(absl::StrCat("waves must be at least 1, got ", c.waves));
+  if (c.inputs_ahead < 0) {
+    return Invalid(absl::StrCat("inputs_ahead must be 0 (the default, ", plan::kInputsAhead,
+                                ") or more, got ", c.inputs_ahead));
+  }
   if (c.host_outputs_pending < 0) {
     return Invalid(absl::StrCat("host_outputs_pending must be 0 (no bound) or more, got ",
                                 c.host_outputs_pending));

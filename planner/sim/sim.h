@@ -239,6 +239,7 @@ class Sim {
   // microbatch's compute and its last host send (-1: none), in order
   // (SimResult::host_outputs_pending).
   std::vector<std::vector<std::pair<int, int>>> host_sends_;
+  uint64_t largest_host_input_ = 0;  // SimResult::largest_host_input.
   std::vector<int> grads_hold_;        // Task -> its gradients' hold (-1: none).
   std::vector<int> reduce_op_;         // Task -> its vDP gradient reduce (-1: none).
 };

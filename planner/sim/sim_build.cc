@@ -188,9 +188,9 @@ void Sim::Build() {
     // Kept activations' copies out per microbatch: the runtime computes
     // microbatch m + 2 once microbatch m's have left.
     std::map<int, std::vector<int>> kept_out;
-    // The runtime copies a microbatch's host inputs in at most kInputsAhead
-    // microbatches ahead of the one computing: microbatch m's once
-    // microbatch m - kInputsAhead - 1 has computed.
+    // The runtime copies a microbatch's host inputs in at most
+    // Config::InputsAhead() microbatches ahead of the one computing:
+    // microbatch m's once microbatch m - ahead - 1 has computed.
     std::vector<int> computed;
     // What microbatches sent to the host: with a bound on those pending
     // (Config::host_outputs_pending), microbatch m computes once microbatch
@@ -203,7 +203,7 @@ void Sim::Build() {
       const int place = static_cast<int>(host_out.size());
       host_out.emplace_back();
       std::vector<int> ahead;
-      const int behind = mb.index - plan::kInputsAhead - 1;
+      const int behind = mb.index - g_.config.InputsAhead() - 1;
       if (behind >= 0 && behind < static_cast<int>(computed.size())) {
         ahead.push_back(computed[behind]);
       }
@@ -305,6 +305,7 @@ void Sim::Build() {
       computed.push_back(compute);
       end_ops_[t.id].push_back(compute);
       if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
+      largest_host_input_ = std::max(largest_host_input_, in_bytes);
       for (const LocalIn& l : locals) {
         if (l.bytes == 0) continue;
         holds_.push_back({d, l.bytes, l.send_op >= 0 ? l.send_op : compute, compute, -1, -1,

@@ -147,6 +147,7 @@ SimResult Sim::Collect(bool keep_events) {
     }
     if (r.device_peak[d] > c_.device_memory) r.fits = false;
   }
+  r.largest_host_input = largest_host_input_;
   // Sends copied out in order on a device's stream: those of microbatches
   // before m not yet done when m starts are the last ones.
   for (const auto& sends : host_sends_) {

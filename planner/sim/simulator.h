@@ -95,6 +95,9 @@ struct SimResult {
   // it began computing (Config::host_outputs_pending bounds it below its
   // value): a bound at or above this changes nothing.
   int host_outputs_pending = 0;
+  // The most bytes one microbatch of a task copies in from the host: what
+  // each microbatch fewer ahead (Config::inputs_ahead) can free at most.
+  uint64_t largest_host_input = 0;
   std::vector<TraceEvent> events;
 };
 

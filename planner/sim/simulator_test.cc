@@ -280,6 +280,50 @@ TEST(SimulatorTest, HostSendsPendingAreBoundedPerTask) {
   EXPECT_DOUBLE_EQ(loose.iteration_s, free16.iteration_s);
 }
 
+// Host inputs copied in fewer microbatches ahead (Config::inputs_ahead):
+// microbatch m's copies start once microbatch m - ahead - 1 has computed,
+// so a backward holds fewer stashes at once.
+TEST(SimulatorTest, FewerInputsAheadHoldLess) {
+  FakeProfileOptions o;
+  o.layers = 4;
+  o.activation_bytes = 1 << 20;     // 1 ms per MiB on the link...
+  o.forward_s_per_sample = 5e-3;    // ... against 10 ms of backward per vLayer.
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  auto run = [&](int ahead) {
+    Config c;
+    c.mode = Mode::kVdp;
+    c.num_devices = 1;
+    c.device_memory = 1ull << 34;
+    c.minibatch = 16;
+    c.forward_packs = {{0, 2}};
+    c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
+    c.inputs_ahead = ahead;
+    auto g = BuildTaskGraph(*m, c);
+    EXPECT_TRUE(g.ok()) << g.status();
+    auto r = Simulate(*m, *g, true);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  };
+  const SimResult four = run(0), one = run(1);
+  // The most a microbatch copies in: [1-1]'s stash and its output's gradient.
+  EXPECT_EQ(four.largest_host_input, 2u << 20);
+  // Each microbatch's copy of the stash of [1-1] starts once the one two
+  // before it has computed.
+  for (int mb = 2; mb < 16; ++mb) {
+    const TraceEvent& in = Event(one, absl::StrCat("stash in backward 1-1 #", mb));
+    const TraceEvent& before = Event(one, absl::StrCat("backward 1-1 #", mb - 2));
+    EXPECT_GE(in.start_s, before.end_s - 1e-12) << mb;
+  }
+  // By default some start earlier, and the device holds more.
+  int early = 0;
+  for (int mb = 2; mb < 16; ++mb) {
+    early += Event(four, absl::StrCat("stash in backward 1-1 #", mb)).start_s <
+             Event(four, absl::StrCat("backward 1-1 #", mb - 2)).end_s - 1e-12;
+  }
+  EXPECT_GT(early, 0);
+  EXPECT_LT(one.device_peak[0], four.device_peak[0]);
+}
+
 TEST(SimulatorTest, VppPrefetchesAndPipelinesAcrossDevices) {
   auto m = Model(12);
   Config c;
