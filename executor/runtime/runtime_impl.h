@@ -269,12 +269,12 @@ struct Runtime::Impl {
   // its compute (docs/DESIGN.md §6): a task's inputs from the host (data,
   // targets, activations, stashes and kept activations sent through the
   // host) are copied in on the copy-in stream, the task's microbatches in
-  // order from when the device starts the task, at most
-  // the plan's Config::InputsAhead() ahead of the one computing
-  // (TaskInputs); what it
-  // sends through the host, and
-  // its gradients, are copied out on the copy-out stream, the device
-  // tensors counting against the device until their copy has finished.
+  // order from when the device starts the task, at most the plan's
+  // Config::InputsAhead() ahead of the one computing (TaskInputs); what it
+  // sends through the host, and its gradients, are copied out on the
+  // copy-out stream, the device tensors counting against the device until
+  // their copy has finished (a task's microbatch waits for the sends of
+  // the one Config::host_outputs_pending before it: PendingSends).
   // Values that stay on the device (LOCAL) or go to another device (PEER)
   // are handed over by the compute thread itself.
 
@@ -342,8 +342,9 @@ struct Runtime::Impl {
 
   // A task's host inputs, copied in on the copy-in stream from when the
   // task starts, at most the plan's Config::InputsAhead() microbatches
-  // ahead of the one computing: what they hold on the device does not grow with the number
-  // of microbatches (a large minibatch's stashes, kept activations).
+  // ahead of the one computing: what they hold on the device does not grow
+  // with the number of microbatches (a large minibatch's stashes, kept
+  // activations).
   class TaskInputs {
    public:
     TaskInputs(Impl& impl, const Task& t, int d)
