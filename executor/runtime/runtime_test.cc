@@ -22,7 +22,6 @@
 #include "executor/runtime/runtime_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "planner/plan/plan_builder.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/cost_model.h"
@@ -436,126 +435,6 @@ TEST(RuntimeTest, WavesTrainLikeThePlainLoop) {
                 plan.estimates().device_peak_bytes(static_cast<int>(d)))
           << "device " << d << " at " << run.metrics.back().device_peak_activity[d];
     }
-  }
-}
-
-// How often, in a run's trace, a forward microbatch m of a task started
-// computing before the task's sends of microbatch m - `bound` (activations,
-// stashes) had reached the host: never, with plan::Config::
-// host_outputs_pending = `bound`.
-int SentLate(const proto::Plan& plan, const Runtime& runtime, int bound) {
-  const nlohmann::json trace = nlohmann::json::parse(runtime.ChromeTrace());
-  // Each name's events, in time order (one per iteration).
-  std::map<std::string, std::vector<std::pair<double, double>>> spans;
-  for (const nlohmann::json& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X") continue;
-    const double ts = e["ts"].get<double>();
-    spans[e["name"].get<std::string>()].push_back({ts, ts + e["dur"].get<double>()});
-  }
-  for (auto& [name, s] : spans) std::sort(s.begin(), s.end());
-  int late = 0, checked = 0;
-  for (const proto::DeviceSchedule& device : plan.devices()) {
-    for (const proto::Task& t : device.tasks()) {
-      if (t.kind() != proto::FORWARD) continue;
-      for (int m = bound; m < t.microbatches_size(); ++m) {
-        const auto& computes = spans[absl::StrCat("forward ", t.vlayers().begin(), "-",
-                                                  t.vlayers().end() - 1, " #", m)];
-        for (const char* what : {"stash out ", "activations out "}) {
-          const auto& sends = spans[absl::StrCat(what, t.id(), " #", m - bound)];
-          for (size_t i = 0; i < std::min(computes.size(), sends.size()); ++i) {
-            ++checked;
-            late += sends[i].second > computes[i].first + 1 ? 1 : 0;  // 1 us of rounding.
-          }
-        }
-      }
-    }
-  }
-  EXPECT_GT(checked, 0);
-  return late;
-}
-
-// How often, in a run's trace, a backward task's stash for microbatch m
-// began copying in before its microbatch m - `ahead` - 1 had computed:
-// never, with plan::Config::inputs_ahead = `ahead`.
-int CopiedEarly(const proto::Plan& plan, const Runtime& runtime, int ahead) {
-  const nlohmann::json trace = nlohmann::json::parse(runtime.ChromeTrace());
-  std::map<std::string, std::vector<std::pair<double, double>>> spans;
-  for (const nlohmann::json& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X") continue;
-    const double ts = e["ts"].get<double>();
-    spans[e["name"].get<std::string>()].push_back({ts, ts + e["dur"].get<double>()});
-  }
-  for (auto& [name, s] : spans) std::sort(s.begin(), s.end());
-  int early = 0, checked = 0;
-  for (const proto::DeviceSchedule& device : plan.devices()) {
-    for (const proto::Task& t : device.tasks()) {
-      if (t.kind() != proto::BACKWARD) continue;
-      for (int m = ahead + 1; m < t.microbatches_size(); ++m) {
-        const auto& computes = spans[absl::StrCat("backward ", t.vlayers().begin(), "-",
-                                                  t.vlayers().end() - 1, " #", m - ahead - 1)];
-        const auto& copies = spans[absl::StrCat("stash in ", t.id(), " #", m)];
-        for (size_t i = 0; i < std::min(computes.size(), copies.size()); ++i) {
-          ++checked;
-          early += copies[i].first + 1 < computes[i].second ? 1 : 0;  // 1 us of rounding.
-        }
-      }
-    }
-  }
-  EXPECT_GT(checked, 0);
-  return early;
-}
-
-// Host inputs copied in fewer microbatches ahead (plan::Config::
-// inputs_ahead): the same training bit for bit, and no copy starts before
-// the microbatch that far behind it has computed, where by default (4)
-// some do.
-TEST(RuntimeTest, FewerInputsAheadTrainTheSameAndCopyLater) {
-  const Model& m = GetModel("gpt");
-  Config c = MakeConfig(m, Mode::kVpp, 1, 1, 1, 1, 1);  // 8 microbatches per task.
-  const proto::Plan four = MakePlan(m, c);
-  c.inputs_ahead = 1;
-  const proto::Plan one = MakePlan(m, c);
-  ASSERT_EQ(one.config().inputs_ahead(), 1u);
-  EXPECT_LE(one.estimates().device_peak_bytes(0), four.estimates().device_peak_bytes(0));
-  RuntimeOptions o = Options(1, 1ull << 30, Optimizer("sgd"));
-  o.trace = true;
-  TrainingRun a = RunPlan(m, four, o);
-  TrainingRun b = RunPlan(m, one, o);
-  ExpectLikeReference(m, one, b, Reference("sgd"), 0, true);
-  ExpectSameLosses(b.losses, a.losses, 0);
-  EXPECT_EQ(CopiedEarly(one, *b.runtime, 1), 0);
-  EXPECT_GT(CopiedEarly(four, *a.runtime, 1), 0);
-}
-
-// What a task sends to the host held for at most N microbatches
-// (plan::Config::host_outputs_pending): trains bit for bit like the plain
-// loop and like the unbounded plan, and where the link is slower than the
-// compute (emulated) a forward microbatch waits for the sends N before it,
-// which unbounded it does not.
-TEST(RuntimeTest, BoundedHostSendsTrainTheSameAndWaitForTheLink) {
-  for (const std::string family : {"gpt", "resnet"}) {
-    SCOPED_TRACE(family);
-    const Model& m = GetModel(family);
-    // One device, packs of one vLayer, 8 microbatches of 1 per task.
-    Config c = MakeConfig(m, Mode::kVpp, 1, 1, 1, 1, 1);
-    const proto::Plan free = MakePlan(m, c);
-    c.host_outputs_pending = 1;
-    const proto::Plan bounded = MakePlan(m, c);
-    ASSERT_EQ(bounded.config().host_outputs_pending(), 1u);
-    RuntimeOptions o = Options(1, 1ull << 30, Optimizer("sgd"));
-    TrainingRun fast = RunPlan(m, free, o);
-    ASSERT_FALSE(fast.metrics.empty());
-    // A link that needs at least 0.3 s for the iteration's traffic.
-    const IterationMetrics& first = fast.metrics.front();
-    o.emulate_host_link =
-        static_cast<double>(first.bytes.to_device() + first.bytes.to_host()) / 0.6;
-    o.trace = true;
-    TrainingRun piled = RunPlan(m, free, o);
-    TrainingRun held = RunPlan(m, bounded, o);
-    ExpectLikeReference(m, bounded, held, Reference("sgd"), 0, true);
-    ExpectSameLosses(held.losses, piled.losses, 0);
-    EXPECT_EQ(SentLate(bounded, *held.runtime, 1), 0);
-    EXPECT_GT(SentLate(free, *piled.runtime, 1), 0);
   }
 }
 

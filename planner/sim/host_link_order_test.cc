@@ -1,0 +1,125 @@
+// The simulator's order of a device's copies over the host link against
+// its compute: a task's sends to the host bounded (Config::
+// host_outputs_pending), its host inputs copied in fewer microbatches
+// ahead (Config::inputs_ahead).
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "planner/search/testing/fake_profile.h"
+#include "planner/sim/simulator.h"
+
+namespace harmony::planner {
+namespace {
+
+using testing::FakeProfileOptions;
+using testing::MakeFakeProfile;
+
+const TraceEvent& Event(const SimResult& r, const std::string& name) {
+  for (const TraceEvent& e : r.events) {
+    if (e.name == name) return e;
+  }
+  ADD_FAILURE() << "no event " << name;
+  static TraceEvent none;
+  return none;
+}
+
+// Where the link is slower than the compute, a task's sends to the host
+// queue: unbounded, the device holds more of them the more microbatches it
+// runs; bounded (Config::host_outputs_pending), at most that many, whatever
+// the minibatch, and the peak stays put.
+TEST(SimulatorTest, HostSendsPendingAreBoundedPerTask) {
+  FakeProfileOptions o;
+  o.layers = 4;
+  o.activation_bytes = 1 << 20;  // 1 MiB per sample per vLayer, 10.5 ms on the link.
+  o.bandwidth = 1e8;
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  auto run = [&](int minibatch, int pending) {
+    Config c;
+    c.mode = Mode::kVdp;
+    c.num_devices = 1;
+    c.device_memory = 1ull << 34;
+    c.minibatch = minibatch;
+    // The forward takes 1 MiB in per sample and sends 2 MiB out: vLayer
+    // 0's output as the stash of [1-1], vLayer 1's to the fused pack.
+    c.forward_packs = {{0, 2}};
+    c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
+    c.host_outputs_pending = pending;
+    auto g = BuildTaskGraph(*m, c);
+    EXPECT_TRUE(g.ok()) << g.status();
+    auto r = Simulate(*m, *g);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  };
+  const SimResult free16 = run(16, 0), free32 = run(32, 0);
+  const SimResult bound16 = run(16, 4), bound32 = run(32, 4);
+  // Unbounded, the forward's sends pile up: one more pending per two
+  // microbatches.
+  EXPECT_GE(free16.host_outputs_pending, 6) << free16.host_outputs_pending;
+  EXPECT_GE(free32.host_outputs_pending, free16.host_outputs_pending + 6)
+      << free32.host_outputs_pending;
+  EXPECT_GE(free32.device_peak[0], free16.device_peak[0] + (12u << 20));
+  // Bounded: at most 3 behind while the next computes, the peak the same
+  // at twice the minibatch and below the unbounded one.
+  EXPECT_LE(bound16.host_outputs_pending, 3);
+  EXPECT_LE(bound32.host_outputs_pending, 3);
+  EXPECT_EQ(bound16.device_peak[0], bound32.device_peak[0]);
+  EXPECT_LE(bound16.device_peak[0] + (4u << 20), free16.device_peak[0]);
+  // It costs time, not a pile-up: the forward now ends when its last sends
+  // do, and the backward that reads them back no longer starts while they
+  // drain (13% here; the search bounds only what does not fit without).
+  EXPECT_GT(bound32.iteration_s, free32.iteration_s);
+  EXPECT_LT(bound32.iteration_s, free32.iteration_s * 1.2);
+  // A bound at or above what was pending changes nothing.
+  const SimResult loose = run(16, free16.host_outputs_pending + 1);
+  EXPECT_EQ(loose.device_peak[0], free16.device_peak[0]);
+  EXPECT_DOUBLE_EQ(loose.iteration_s, free16.iteration_s);
+}
+
+// Host inputs copied in fewer microbatches ahead (Config::inputs_ahead):
+// microbatch m's copies start once microbatch m - ahead - 1 has computed,
+// so a backward holds fewer stashes at once.
+TEST(SimulatorTest, FewerInputsAheadHoldLess) {
+  FakeProfileOptions o;
+  o.layers = 4;
+  o.activation_bytes = 1 << 20;     // 1 ms per MiB on the link...
+  o.forward_s_per_sample = 5e-3;    // ... against 10 ms of backward per vLayer.
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  auto run = [&](int ahead) {
+    Config c;
+    c.mode = Mode::kVdp;
+    c.num_devices = 1;
+    c.device_memory = 1ull << 34;
+    c.minibatch = 16;
+    c.forward_packs = {{0, 2}};
+    c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
+    c.inputs_ahead = ahead;
+    auto g = BuildTaskGraph(*m, c);
+    EXPECT_TRUE(g.ok()) << g.status();
+    auto r = Simulate(*m, *g, true);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  };
+  const SimResult four = run(0), one = run(1);
+  // The most a microbatch copies in: [1-1]'s stash and its output's gradient.
+  EXPECT_EQ(four.largest_host_input, 2u << 20);
+  // Each microbatch's copy of the stash of [1-1] starts once the one two
+  // before it has computed.
+  for (int mb = 2; mb < 16; ++mb) {
+    const TraceEvent& in = Event(one, absl::StrCat("stash in backward 1-1 #", mb));
+    const TraceEvent& before = Event(one, absl::StrCat("backward 1-1 #", mb - 2));
+    EXPECT_GE(in.start_s, before.end_s - 1e-12) << mb;
+  }
+  // By default some start earlier, and the device holds more.
+  int early = 0;
+  for (int mb = 2; mb < 16; ++mb) {
+    early += Event(four, absl::StrCat("stash in backward 1-1 #", mb)).start_s <
+             Event(four, absl::StrCat("backward 1-1 #", mb - 2)).end_s - 1e-12;
+  }
+  EXPECT_GT(early, 0);
+  EXPECT_LT(one.device_peak[0], four.device_peak[0]);
+}
+
+}  // namespace
+}  // namespace harmony::planner
