@@ -205,8 +205,8 @@ std::string PlanSummary(const proto::Plan& plan) {
   if (c.inputs_ahead() > 0) {
     absl::StrAppendFormat(&out,
                           "  a task's host inputs copied in %d microbatch(es) ahead of the one "
-                          "computing (default 4)\n",
-                          c.inputs_ahead());
+                          "computing (default %d)\n",
+                          c.inputs_ahead(), plan::kInputsAhead);
   }
   if (c.host_summed_packs_size() > 0) {
     std::vector<std::string> packs;

@@ -549,8 +549,12 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     }
     return absl::OkStatus();
   };
+  // Time times bytes over the link: what BeatsWithinTolerance compares.
+  const auto product = [](const SimResult& r) {
+    return r.iteration_s * static_cast<double>(std::max<uint64_t>(r.swap.host_link(), 1));
+  };
   const double pre_seconds = best.sim.iteration_s;
-  const uint64_t pre_bytes = best.sim.swap.host_link();
+  const double pre_product = product(best.sim);
   HARMONY_RETURN_IF_ERROR(refine_all());
   // Within the tolerance the best may be slower than the fastest candidate
   // for fewer bytes, and the choices can take the fastest further: they
@@ -561,14 +565,10 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   // times bytes): a fastest moving many times the bytes (on 200 synthesized
   // vLayers, 13x) seldom refines into a winner, and its choices cost most
   // (+23 s of 37 there).
-  const auto product = [](const SimResult& r) {
-    return r.iteration_s * static_cast<double>(std::max<uint64_t>(r.swap.host_link(), 1));
-  };
   if (have && !o.any_fit && quickest &&
       (quickest->second.iteration_s != pre_seconds ||
-       quickest->second.swap.host_link() != pre_bytes) &&
-      product(quickest->second) <= 1.1 * pre_seconds *
-                                       static_cast<double>(std::max<uint64_t>(pre_bytes, 1))) {
+       product(quickest->second) != pre_product) &&
+      product(quickest->second) <= 1.1 * pre_product) {
     SearchResult first = best;
     best.graph = std::move(quickest->first);
     best.sim = std::move(quickest->second);
