@@ -1,5 +1,6 @@
 #include "executor/runtime/host_updates.h"
 
+#include <set>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -13,6 +14,43 @@ namespace harmony::executor {
 
 using plan::Task;
 using plan::TaskKind;
+
+namespace {
+
+// The update tasks whose dependencies (theirs, and before them each task's
+// depends_on and the tasks before it on its device) reach every backward
+// task: the plan orders them after the whole backward.
+std::set<int> AfterEveryBackward(const plan::TaskGraph& graph,
+                                 const std::map<int, std::vector<int>>& deps,
+                                 size_t backward_tasks) {
+  std::vector<std::vector<int>> before(graph.tasks.size());
+  std::map<int, int> last_on_device;
+  for (const Task& t : graph.tasks) {
+    if (t.kind == TaskKind::kUpdate) continue;
+    before[t.id] = t.depends_on;
+    auto last = last_on_device.find(t.device);
+    if (last != last_on_device.end()) before[t.id].push_back(last->second);
+    last_on_device[t.device] = t.id;
+  }
+  std::set<int> out;
+  for (const auto& [update, direct] : deps) {
+    std::vector<bool> seen(graph.tasks.size(), false);
+    std::vector<int> stack = direct;
+    size_t reached = 0;
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (id < 0 || id >= static_cast<int>(seen.size()) || seen[id]) continue;
+      seen[id] = true;
+      if (graph.tasks[id].kind == TaskKind::kBackward) ++reached;
+      stack.insert(stack.end(), before[id].begin(), before[id].end());
+    }
+    if (reached == backward_tasks) out.insert(update);
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<HostUpdates>> HostUpdates::Create(
     const plan::TaskGraph& graph, HostStore& host, std::vector<std::string> parameter_order,
@@ -36,6 +74,7 @@ absl::StatusOr<std::unique_ptr<HostUpdates>> HostUpdates::Create(
       }
     }
   }
+  u->after_every_backward_ = AfterEveryBackward(graph, u->deps_, u->backward_tasks_.size());
   for (size_t i = 0; i < parameter_order.size(); ++i) {
     u->parameter_index_.emplace(parameter_order[i], static_cast<int>(i));
   }
@@ -103,7 +142,8 @@ absl::Status HostUpdates::Run(int64_t iteration, const World& world, TaskComplet
   std::vector<int> speculated;
   bool known = !clip;  // Whether the clipping factor is known.
   const bool hold = recipe_.clip_mode == ClipMode::kHold ||
-                    (recipe_.clip_mode == ClipMode::kAuto && fired_before_);
+                    (recipe_.clip_mode == ClipMode::kAuto &&
+                                          recipe_.hold_after_clipping && fired_before_);
   out.clip_mode = hold ? "hold" : "speculate";
   // Every vLayer finalized and the factor computed: once every backward is
   // done.
@@ -131,7 +171,14 @@ absl::Status HostUpdates::Run(int64_t iteration, const World& world, TaskComplet
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
       HARMONY_RETURN_IF_ERROR(Finalize(k, world));
     }
-    if (!known && completion.AllDone(backward_tasks_)) {
+    // Auto learns the norm as soon as the whole backward happens to be
+    // done; speculate only where the plan orders the update after it, so
+    // that what it speculates does not depend on the threads' timing.
+    const bool norm_ready = recipe_.clip_mode == ClipMode::kSpeculate
+                                ? after_every_backward_.count(t.id) > 0
+                                : completion.AllDone(backward_tasks_);
+    if (!known && norm_ready) {
+      HARMONY_RETURN_IF_ERROR(completion.WaitDone(backward_tasks_));
       HARMONY_RETURN_IF_ERROR(learn_norm());
     }
     for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {

@@ -19,11 +19,16 @@
 //     speculated vLayer is restored and stepped again on its clipped
 //     gradients (the saved values, not an algebraic inverse: bit for bit);
 //     when it does not fire, the speculative step is the step (coef 1
-//     multiplies by 1);
+//     multiplies by 1). Which updates speculate is the plan's: every one
+//     it does not order after the whole backward (through the tasks'
+//     dependencies and each device's order), however the threads' timing
+//     falls;
 //   - or holds (ClipMode::kHold): waits for every backward task, then steps
 //     every vLayer once, clipped.
-// kAuto speculates; when the plan's simulation says a redo costs more than
-// holding (Estimates.clip_speculate_fires_s > clip_hold_s), it holds in the
+// kAuto speculates, except where the whole backward happens to be done
+// when the update comes (a late host thread learns the norm first); when
+// the plan's simulation says a redo costs more than holding
+// (Estimates.clip_speculate_fires_s > clip_hold_s), it holds in the
 // iteration after one that clipped (clipping tends to fire in runs of
 // iterations: early in training, after a spike) and speculates again after
 // one that did not. Every mode gives the same result.
@@ -37,6 +42,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,8 +67,9 @@ struct UpdateRecipe {
   optim::LrSchedule schedule;   // Resolved (optim::ResolveSchedule).
   double clip_grad_norm = 0;    // > 0: clip the global 2-norm to it.
   // kSpeculate, kHold, or kAuto: speculate, hold after an iteration that
-  // clipped.
+  // clipped when `hold_after_clipping`.
   ClipMode clip_mode = ClipMode::kSpeculate;
+  bool hold_after_clipping = true;  // kAuto: the plan says a redo costs more than holding.
   // Intra-op threads the norms are computed on (some reductions round
   // differently at another count): a device's, as the reference loop's.
   int norm_threads = 1;
@@ -102,6 +109,7 @@ class HostUpdates {
   const UpdateRecipe recipe_;
   std::map<int, std::vector<int>> deps_;  // Update task -> tasks it waits for.
   std::vector<int> backward_tasks_;
+  std::set<int> after_every_backward_;  // Update tasks the plan orders after every backward.
   std::map<std::string, int> parameter_index_;  // Canonical name -> parameters() position.
   // Per iteration (clipping).
   std::vector<at::Tensor> norms_;  // By parameters() position.

@@ -80,7 +80,12 @@ int64_t Runtime::iterations_done() const { return impl_->iteration; }
 
 int Runtime::threads_per_device() const { return impl_->threads_per_device; }
 bool Runtime::flush_denormal() const { return impl_->flush_denormal; }
-ClipMode Runtime::clip_mode() const { return impl_->updates->recipe().clip_mode; }
+ClipMode Runtime::clip_mode() const {
+  // Auto that never holds is shown as what it does: speculate.
+  const UpdateRecipe& r = impl_->updates->recipe();
+  return r.clip_mode == ClipMode::kAuto && !r.hold_after_clipping ? ClipMode::kSpeculate
+                                                                   : r.clip_mode;
+}
 const std::vector<std::string>& Runtime::no_decay_parameters() const {
   return impl_->host->no_decay_names();
 }

@@ -69,14 +69,12 @@ absl::Status Runtime::Impl::SetUpRecipe() {
   // costs more than holding (plans made before it: speculates).
   const proto::Estimates& e = plan.estimates();
   const bool redo_costs_more = e.clip_hold_s() > 0 && e.clip_speculate_fires_s() > e.clip_hold_s();
-  const ClipMode clip_mode = r.clip_mode != ClipMode::kAuto ? r.clip_mode
-              : redo_costs_more              ? ClipMode::kAuto
-                                             : ClipMode::kSpeculate;
   UpdateRecipe recipe;
+  recipe.hold_after_clipping = redo_costs_more;
   recipe.learning_rate = options.optimizer.learning_rate;
   recipe.schedule = r.lr_schedule;
   recipe.clip_grad_norm = clip;
-  recipe.clip_mode = clip_mode;
+  recipe.clip_mode = r.clip_mode;
   recipe.norm_threads = threads_per_device;
   HARMONY_ASSIGN_OR_RETURN(updates, HostUpdates::Create(graph, *host, order, recipe));
   return absl::OkStatus();
