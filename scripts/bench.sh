@@ -9,7 +9,7 @@
 # Writes DIR/REPORT.md, DIR/results.json and SVG charts (default DIR:
 # docs/bench). On 2 cores the quick form (small models, many shapes) takes
 # about 8 minutes; the full form (models of tens of MiB, 2 devices, minibatch
-# 64, emulated link; see docs/bench/README.md) about 10. Exits non-zero only when a run
+# 64 and 256, emulated link; see docs/bench/README.md) about 45. Exits non-zero only when a run
 # errors or a correctness check fails (losses equal across schedules and to
 # the plain LibTorch loop), never on a time.
 set -euo pipefail
