@@ -565,7 +565,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   // times bytes): a fastest moving many times the bytes (on 200 synthesized
   // vLayers, 13x) seldom refines into a winner, and its choices cost most
   // (+23 s of 37 there).
-  if (have && !o.any_fit && quickest &&
+  if (have && !o.any_fit && o.refine_fastest && quickest &&
       (quickest->second.iteration_s != pre_seconds ||
        product(quickest->second) != pre_product) &&
       product(quickest->second) <= 1.1 * pre_product) {

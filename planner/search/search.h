@@ -66,6 +66,10 @@ struct SearchOptions {
   // Stop at the first candidate that fits: whether any does, not which is
   // best (SmallestDeviceMemory's question, asked many times over).
   bool any_fit = false;
+  // The choices (merges, prefetch, keep) also run on the fastest Harmony
+  // candidate where it is not the best but near it at par, and the better
+  // result wins (false: on the best only; for tests and ablations).
+  bool refine_fastest = true;
   // Threads simulating candidates (0: one per hardware thread). The result
   // does not depend on it: candidates are compared in a fixed order.
   int threads = 0;
