@@ -483,8 +483,16 @@ absl::Status Runtime::Impl::RunDevice(int d) {
         // gradients are reduced (a wait for the other devices) and sent out:
         // the plan holds their bytes beside this task's from here. First,
         // the next task's own rule: what this device's previous task copies
-        // out has left.
-        if (position + 1 < list.size()) {
+        // out has left. Without a reduce to wait for, they come after this
+        // task's weights are freed (the next task's start, below), as the
+        // plan has them: copied in beside the weights, a kept pack's
+        // activations went over the device's memory when this thread was
+        // slow to free them.
+        bool reduces = false;
+        for (const Transfer& x : t.transfers) {
+          reduces = reduces || x.kind == TransferKind::kGradientReduce;
+        }
+        if (reduces && position + 1 < list.size()) {
           if (position >= 1) {
             const double copy_wait = Now();
             status = completion.WaitDone({list[position - 1]});
