@@ -41,6 +41,12 @@ bool SumsGradientsOnHost(const Task& t) {
          });
 }
 
+bool ReducesGradients(const Task& t) {
+  return std::any_of(t.transfers.begin(), t.transfers.end(), [](const Transfer& x) {
+    return x.kind == TransferKind::kGradientReduce;
+  });
+}
+
 std::vector<std::map<std::pair<int, int>, int>> GradientSumOrder(const TaskGraph& g) {
   int vlayers = 0;
   for (const Task& t : g.tasks) vlayers = std::max(vlayers, t.vlayers.end);

@@ -243,6 +243,10 @@ std::vector<Microbatch> SplitMicrobatches(int first_sample, int samples, int siz
 // Config::host_sums): it has GRADIENTS_OUT transfers of single microbatches.
 bool SumsGradientsOnHost(const Task& t);
 
+// Whether task `t` reduces its gradients across the devices (a
+// GRADIENT_REDUCE transfer: vDP's summing device or one that hands them).
+bool ReducesGradients(const Task& t);
+
 // The order the host sums each vLayer's gradients in, whatever order they
 // arrive in: per vLayer, every GRADIENTS_OUT that carries it, keyed by
 // (task id, microbatch; -1 for the one at the task's end), numbered 0..n-1.

@@ -142,8 +142,8 @@ absl::Status HostUpdates::Run(int64_t iteration, const World& world, TaskComplet
   std::vector<int> speculated;
   bool known = !clip;  // Whether the clipping factor is known.
   const bool hold = recipe_.clip_mode == ClipMode::kHold ||
-                    (recipe_.clip_mode == ClipMode::kAuto &&
-                                          recipe_.hold_after_clipping && fired_before_);
+                    (recipe_.clip_mode == ClipMode::kAuto && recipe_.hold_after_clipping &&
+                     fired_before_);
   out.clip_mode = hold ? "hold" : "speculate";
   // Every vLayer finalized and the factor computed: once every backward is
   // done.

@@ -488,11 +488,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
         // plan has them: copied in beside the weights, a kept pack's
         // activations went over the device's memory when this thread was
         // slow to free them.
-        bool reduces = false;
-        for (const Transfer& x : t.transfers) {
-          reduces = reduces || x.kind == TransferKind::kGradientReduce;
-        }
-        if (reduces && position + 1 < list.size()) {
+        if (plan::ReducesGradients(t) && position + 1 < list.size()) {
           if (position >= 1) {
             const double copy_wait = Now();
             status = completion.WaitDone({list[position - 1]});

@@ -199,11 +199,9 @@ std::vector<std::vector<at::Tensor>> Runtime::Impl::GradientsOf(const DeviceWeig
 }
 
 absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& w) {
-  bool reduce = false, out = false;
-  for (const Transfer& x : t.transfers) {
-    reduce = reduce || x.kind == TransferKind::kGradientReduce;
-    out = out || x.kind == TransferKind::kGradientsOut;
-  }
+  const bool reduce = plan::ReducesGradients(t);
+  bool out = false;
+  for (const Transfer& x : t.transfers) out = out || x.kind == TransferKind::kGradientsOut;
   std::vector<std::vector<at::Tensor>> grads;
   HARMONY_RETURN_IF_ERROR(CallTorch("gradients", [&] {
     auto scope = devices[d]->Place(absl::StrCat("gradients of task ", t.id));
