@@ -125,6 +125,7 @@ class CudaTarget : public Target {
     c10::cuda::getCurrentCUDAStream().synchronize();
     return copy;
   }
+  bool pins_host_memory() const override { return true; }
   void Synchronize() override { c10::cuda::getCurrentCUDAStream().synchronize(); }
   absl::StatusOr<proto::Bandwidths> MeasureBandwidths(int repeats) override;
 

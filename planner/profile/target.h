@@ -83,6 +83,9 @@ class Target {
   virtual at::Tensor ToDevice(const at::Tensor& t) = 0;
   // A host copy of the device tensor `t`, done when it returns.
   virtual at::Tensor ToHost(const at::Tensor& t) = 0;
+  // Whether host tensors copied to the device should be in pinned memory
+  // (a GPU's: the runtime's host store is pinned for it).
+  virtual bool pins_host_memory() const { return false; }
   // Waits until the work the calling thread queued is done (nothing to
   // wait for on a virtual CPU device: its work is done when the call
   // returns).

@@ -354,6 +354,7 @@ struct Step {
 absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::vector<Step>& steps,
                                                  const std::atomic<bool>* stop, int lane) {
   const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
+  const bool bounded_out = c.target->kind() != "cpu";
   // Fits were measured already: no cap here (two steps' copies at once).
   std::unique_ptr<Target::Meter> memory =
       c.target->NewMeter(std::numeric_limits<uint64_t>::max() / 4);
@@ -405,6 +406,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         k = finished.front().first;
         p = std::move(finished.front().second);
         finished.pop_front();
+        cv.notify_all();
       }
       common::CallTorch("", [&] {
         c10::NoGradGuard no_grad;
@@ -445,7 +447,13 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       status = common::CallTorch("", [&] { t = Execute(c, step.k, step.backward, p); });
       if (!status.ok()) break;
       times.push_back(t);
-      std::lock_guard<std::mutex> lock(mu);
+      std::unique_lock<std::mutex> lock(mu);
+      // On a GPU a step waits (untimed) while the copy-out is two behind,
+      // as a device of the runtime holds only its own tasks' tensors: an
+      // unbounded queue of weights and gradients filled the H100 until the
+      // caching allocator flushed its cache (a device-wide synchronisation)
+      // mid-pass: 50-180 ms spikes on vLayers of 0.1-14 ms (GPT-2 XL).
+      cv.wait(lock, [&] { return !bounded_out || finished.size() < 2; });
       finished.emplace_back(step.k, std::move(p));
       cv.notify_all();
     }
@@ -481,11 +489,47 @@ double Mean(const std::vector<double>& v) {
   return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
+// `c` with its host tensors in pinned memory, as the runtime's host store
+// keeps a GPU's weights: from pageable memory each copy to the device is
+// staged by the driver at a fraction of the link (7.9 GB/s against 54 on an
+// H100), so a device timed beside busy neighbours found them waiting for
+// their copies more than computing (GPT-2 XL on 4 partitions of an H100:
+// 0.86x its time alone, where training measured 2.9x).
+Context Pinned(const Context& c) {
+  Context p = c;
+  auto pin = [](at::Tensor& t) {
+    if (t.defined() && !t.is_cuda()) {
+      const bool grad = t.requires_grad();
+      t = t.detach().pin_memory();
+      if (grad) t.requires_grad_(true);
+    }
+  };
+  auto pin_value = [&](c10::IValue& v) {
+    if (!v.isTensor()) return;
+    at::Tensor t = v.toTensor();
+    pin(t);
+    v = t;
+  };
+  for (auto& ts : p.params) for (at::Tensor& t : ts) pin(t);
+  for (auto& ts : p.buffers) for (at::Tensor& t : ts) pin(t);
+  for (at::Tensor& t : p.targets) pin(t);
+  for (auto& ts : p.output_grads) for (at::Tensor& t : ts) pin(t);
+  for (c10::IValue& v : p.model_args) pin_value(v);
+  for (auto& vs : p.outputs) for (c10::IValue& v : vs) pin_value(v);
+  return p;
+}
+
 }  // namespace
 
-absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int others,
+absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int others,
                                          const std::vector<bool>& forward_fits,
                                          const std::vector<bool>& backward_fits) {
+  std::optional<Context> pinned;
+  if (given.target->pins_host_memory()) {
+    HARMONY_RETURN_IF_ERROR(common::CallTorch("pinning the vLayers' host tensors",
+                                              [&] { pinned = Pinned(given); }));
+  }
+  const Context& c = pinned ? *pinned : given;
   const int n = c.d->num_vlayers();
   std::vector<Step> one_pass;
   for (int k = 0; k < n; ++k) {

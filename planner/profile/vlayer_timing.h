@@ -108,7 +108,9 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
 // copies just made reads a hot cache the runtime's never has: on the
 // 2-core bench VM it is 1.1-1.2x faster at small microbatches (vgg,
 // microbatch 4), and the runtime was measured up to 1.5x slower per
-// vLayer than such a profile.
+// vLayer than such a profile. On a GPU the host tensors are pinned copies
+// (the runtime's host store is pinned) and a step's copy-out is at most two
+// behind (the runtime's devices hold their own tasks' tensors only).
 struct ChainTimes {
   std::vector<double> forward, backward;  // 0 where it does not fit.
 };
