@@ -70,6 +70,10 @@ struct SearchOptions {
   // candidate where it is not the best but near it at par, and the better
   // result wins (false: on the best only; for tests and ablations).
   bool refine_fastest = true;
+  // With refine_fastest: so do the fastest candidates of the other
+  // microbatch pairs (and modes) within 10% of the fastest (false: not;
+  // for tests and ablations).
+  bool refine_each_microbatch = true;
   // Threads simulating candidates (0: one per hardware thread). The result
   // does not depend on it: candidates are compared in a fixed order.
   int threads = 0;
