@@ -7,13 +7,21 @@
 # out, and the rest still report. Copies the raw output into OUT (the
 # device tool's $OUT: at most 8 files come back).
 #
-#   scripts/gpu/lease.sh OUT BUDGET_SECONDS
+#   scripts/gpu/lease.sh OUT BUDGET_SECONDS [xl]
 #
 # The replay's settings come from the environment (replay.sh); unset, the
 # scaled replay of 2026-11-27 (docs/gpu/REPORT.md): cuda:4x2GiB, the
 # GPT-2 medium shape at minibatch 16, a VGG of 8 x 128 at 64x64.
+#
+# xl: instead, GPT-2 XL (replay.sh's default GPT) on cuda:4x11GiB at
+# minibatch 32, Harmony and on-demand, then Harmony's plan as a daemon job
+# (the build, then about 470 s on an H100: writing the model 50 s,
+# profiling 2 blocks 105 s, each training run about 70 s). Best as the
+# second call on a warm machine (the build is kept; a machine is given
+# back 30 s after a call). SCHEDULES adds gpipe and dp-swap (about 85 s
+# each).
 set -uo pipefail
-if [[ $# -ne 2 ]]; then
+if [[ $# -lt 2 || $# -gt 3 || ( $# -eq 3 && $3 != xl ) ]]; then
   sed -n '2,/^set/p' "$0" | sed 's/^# \{0,1\}//;/^set/d' >&2
   exit 2
 fi
@@ -25,6 +33,22 @@ mkdir -p "$out"
 start=$(date +%s)
 left() { echo $(( start + budget - $(date +%s) )); }
 export PYTHONUNBUFFERED=1
+if [[ ${3:-} == xl ]]; then
+  export DEVICES=${DEVICES:-cuda:4x11GiB} SCHEDULES=${SCHEDULES:-harmony ondemand}
+  export GPT_MINIBATCH=${GPT_MINIBATCH:-32} GPT_MAX_MICROBATCH=${GPT_MAX_MICROBATCH:-4}
+  export RUN_TIMEOUT=${RUN_TIMEOUT:-100}
+  # A replay directory of another GPT (the scaled replay's) is not reused.
+  if [[ -f $build/replay/settings.txt ]] && ! grep -q 'width 1600' "$build/replay/settings.txt"; then
+    rm -rf "$build/replay"
+  fi
+  MODELS=gpt timeout $(( budget - 15 )) "$root/scripts/gpu-check.sh" --replay 2>&1 |
+    tee "$out/replay-xl.log"
+  MODELS=gpt STEPS=table "$root/scripts/gpu/replay.sh" "$build/run" "$build/replay" \
+    >"$out/replay-xl.md" 2>&1
+  tar czf "$out/replay-xl.tar.gz" --exclude='*.pt' --exclude='*.trace.json' -C "$build" replay
+  echo "lease: done in $(( $(date +%s) - start )) s of $budget"
+  exit 0
+fi
 GPU_CHECK_BUDGET=$(( budget / 2 )) E2E=0 "$root/scripts/gpu-check.sh" --bench 2>&1 |
   tee "$out/gpu-check.log"
 echo "lease: gpu-check exited ${PIPESTATUS[0]}, $(left) s left"
