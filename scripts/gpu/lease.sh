@@ -14,12 +14,12 @@
 # GPT-2 medium shape at minibatch 16, a VGG of 8 x 128 at 64x64.
 #
 # xl: instead, GPT-2 XL (replay.sh's default GPT) on cuda:4x11GiB at
-# minibatch 32, Harmony and on-demand, then Harmony's plan as a daemon job
-# (the build, then about 470 s on an H100: writing the model 50 s,
-# profiling 2 blocks 105 s, each training run about 70 s). Best as the
-# second call on a warm machine (the build is kept; a machine is given
-# back 30 s after a call). SCHEDULES adds gpipe and dp-swap (about 85 s
-# each).
+# minibatch 32, Harmony, then its plan as a daemon job (the build, then
+# about 320 s on an H100: writing the model 50 s, profiling 2 blocks
+# 105 s, planning 14 s, training 70 s, the daemon job about 75 s). Best as
+# the second call on a warm machine (the build is kept; a machine is
+# given back 30 s after a call). SCHEDULES="harmony ondemand" adds the
+# baseline (about 85 s each; gpipe and dp-swap too).
 set -uo pipefail
 if [[ $# -lt 2 || $# -gt 3 || ( $# -eq 3 && $3 != xl ) ]]; then
   sed -n '2,/^set/p' "$0" | sed 's/^# \{0,1\}//;/^set/d' >&2
@@ -34,7 +34,7 @@ start=$(date +%s)
 left() { echo $(( start + budget - $(date +%s) )); }
 export PYTHONUNBUFFERED=1
 if [[ ${3:-} == xl ]]; then
-  export DEVICES=${DEVICES:-cuda:4x11GiB} SCHEDULES=${SCHEDULES:-harmony ondemand}
+  export DEVICES=${DEVICES:-cuda:4x11GiB} SCHEDULES=${SCHEDULES:-harmony}
   export GPT_MINIBATCH=${GPT_MINIBATCH:-32} GPT_MAX_MICROBATCH=${GPT_MAX_MICROBATCH:-4}
   export RUN_TIMEOUT=${RUN_TIMEOUT:-100}
   # A replay directory of another GPT (the scaled replay's) is not reused.
