@@ -129,23 +129,36 @@ TEST(MergeChoiceTest, MergesARunOfAlikePacksWhereThatIsFaster) {
   EXPECT_FALSE(ChooseMergedPacks(*m, ondemand, start_s, 1, &again).has_value());
 }
 
+// A made-up chain of 6 vLayers of 1 MiB each, 4 KiB of activations per
+// sample, every link at 1e8 B/s.
+auto SixVLayers(double backward_factor) {
+  FakeProfileOptions f;
+  f.layers = 6;
+  f.parameter_bytes = 1 << 20;
+  f.activation_bytes = 4 << 10;
+  f.bandwidth = 1e8;
+  f.backward_factor = backward_factor;
+  return *CostModel::Create(MakeFakeProfile(f));
+}
+
+// One device of `fraction` of the chain's weights and gradients,
+// minibatch 16.
+SearchOptions OneDevice(double fraction) {
+  SearchOptions o;
+  o.num_devices = 1;
+  o.device_memory = static_cast<uint64_t>(fraction * 6 * 2 * (1 << 20));
+  o.minibatch = 16;
+  return o;
+}
+
 // The choices (merges, prefetch, keep) run on the fastest Harmony candidate
 // too, where it is not the best but near it at par, and the better result
 // wins. On this chain (found by scanning made-up profiles: 3 of 864 differ)
 // the fastest refines past the best's refinement, in time and in bytes;
 // with SearchOptions::refine_fastest off the search keeps the slower plan.
 TEST(SearchTest, TheFastestCandidateIsRefinedToo) {
-  FakeProfileOptions f;
-  f.layers = 6;
-  f.parameter_bytes = 1 << 20;
-  f.activation_bytes = 4 << 10;
-  f.bandwidth = 1e8;
-  f.backward_factor = 3;
-  auto m = *CostModel::Create(MakeFakeProfile(f));
-  SearchOptions o;
-  o.num_devices = 1;
-  o.device_memory = static_cast<uint64_t>(0.6 * 6 * 2 * (1 << 20));
-  o.minibatch = 16;
+  auto m = SixVLayers(3);
+  SearchOptions o = OneDevice(0.6);
   absl::StatusOr<SearchResult> both = SearchSchedule(*m, o);
   o.refine_fastest = false;
   absl::StatusOr<SearchResult> best_only = SearchSchedule(*m, o);
@@ -172,17 +185,8 @@ TEST(SearchTest, TheFastestCandidateIsRefinedToo) {
 // tolerance allows.) Here: 0.279 s and 15.07 MB against 0.295 s and 17.04
 // MB.
 TEST(SearchTest, EachMicrobatchPairsFastestIsRefinedToo) {
-  FakeProfileOptions f;
-  f.layers = 6;
-  f.parameter_bytes = 1 << 20;
-  f.activation_bytes = 4 << 10;
-  f.bandwidth = 1e8;
-  f.backward_factor = 2;
-  auto m = *CostModel::Create(MakeFakeProfile(f));
-  SearchOptions o;
-  o.num_devices = 1;
-  o.device_memory = static_cast<uint64_t>(0.9 * 6 * 2 * (1 << 20));
-  o.minibatch = 16;
+  auto m = SixVLayers(2);
+  SearchOptions o = OneDevice(0.9);
   absl::StatusOr<SearchResult> each = SearchSchedule(*m, o);
   o.refine_each_microbatch = false;
   absl::StatusOr<SearchResult> fastest_only = SearchSchedule(*m, o);

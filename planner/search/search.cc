@@ -606,6 +606,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   // 108 vLayers, two devices of 8.44 MiB, a 231 MB/s link: the fastest was
   // 1.974 s at microbatches 4/2, the best at par 8/1; refined, 1.990 s.
   // The fastest at 2/2, 2.046 s, merged into one pack per block: 1.774 s.)
+  // Fastest first, while they have simulated at most a quarter of what the
+  // search had (on 1000 synthesized vLayers, unbounded, they took the
+  // search from 24 to 43 s).
   if (have && !o.any_fit && o.refine_fastest) {
     std::vector<std::pair<TaskGraph, SimResult>> seeds;
     for (auto& [key, seed] : quickest_per_size) {
@@ -615,7 +618,14 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
       }
       seeds.push_back(std::move(seed));
     }
-    for (auto& seed : seeds) HARMONY_RETURN_IF_ERROR(refine_seed(std::move(seed)));
+    std::stable_sort(seeds.begin(), seeds.end(), [](const auto& a, const auto& b) {
+      return a.second.iteration_s < b.second.iteration_s;
+    });
+    const int searched = best.candidates;
+    for (auto& seed : seeds) {
+      if (best.candidates - searched > searched / 4) break;
+      HARMONY_RETURN_IF_ERROR(refine_seed(std::move(seed)));
+    }
   }
   if (!have) {
     if (!first_error.ok() && !absl::IsInvalidArgument(first_error)) return first_error;
