@@ -601,14 +601,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
     HARMONY_RETURN_IF_ERROR(refine_seed(*std::move(quickest)));
   }
   // So do the fastest candidates of the other microbatch pairs within 10%
-  // of the fastest: merging packs changes a candidate most where its packs
-  // are small, so the order before the choices is a weak guide. (A GPT's
-  // 108 vLayers, two devices of 8.44 MiB, a 231 MB/s link: the fastest was
-  // 1.974 s at microbatches 4/2, the best at par 8/1; refined, 1.990 s.
-  // The fastest at 2/2, 2.046 s, merged into one pack per block: 1.774 s.)
-  // Fastest first, while they have simulated at most a quarter of what the
-  // search had (on 1000 synthesized vLayers, unbounded, they took the
-  // search from 24 to 43 s).
+  // of the fastest (merges change most where packs are small: the order
+  // before the choices is a weak guide), fastest first, while they have
+  // simulated at most a quarter of what the search had (DESIGN.md §5).
   if (have && !o.any_fit && o.refine_fastest) {
     std::vector<std::pair<TaskGraph, SimResult>> seeds;
     for (auto& [key, seed] : quickest_per_size) {
