@@ -450,9 +450,10 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       std::unique_lock<std::mutex> lock(mu);
       // On a GPU a step waits (untimed) while the copy-out is two behind,
       // as a device of the runtime holds only its own tasks' tensors: an
-      // unbounded queue of weights and gradients filled the H100 until the
-      // caching allocator flushed its cache (a device-wide synchronisation)
-      // mid-pass: 50-180 ms spikes on vLayers of 0.1-14 ms (GPT-2 XL).
+      // unbounded queue of weights and gradients can fill the GPU until the
+      // caching allocator flushes its cache (a device-wide synchronisation)
+      // mid-pass; the likely cause of 50-180 ms spikes on vLayers of 0.1-14
+      // ms (GPT-2 XL on an H100, 11-27; not yet rerun).
       cv.wait(lock, [&] { return !bounded_out || finished.size() < 2; });
       finished.emplace_back(step.k, std::move(p));
       cv.notify_all();
@@ -492,9 +493,9 @@ double Mean(const std::vector<double>& v) {
 // `c` with its host tensors in pinned memory, as the runtime's host store
 // keeps a GPU's weights: from pageable memory each copy to the device is
 // staged by the driver at a fraction of the link (7.9 GB/s against 54 on an
-// H100), so a device timed beside busy neighbours found them waiting for
-// their copies more than computing (GPT-2 XL on 4 partitions of an H100:
-// 0.86x its time alone, where training measured 2.9x).
+// H100), so busy neighbours wait for their copies more than they compute:
+// the likely reason a GPT-2 XL vLayer beside 3 busy partitions of an H100
+// timed 0.86x its time alone, where training measured 2.9x (not yet rerun).
 Context Pinned(const Context& c) {
   Context p = c;
   auto pin = [](at::Tensor& t) {
