@@ -570,15 +570,6 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   const double pre_product = product(best.sim);
   const double pre_fastest = fastest;
   HARMONY_RETURN_IF_ERROR(refine_all());
-  // Within the tolerance the best may be slower than the fastest candidate
-  // for fewer bytes, and the choices can take the fastest further: they
-  // run on it too, and the better of the two results wins. (On the bench's
-  // vgg the best before the choices had been 530.3 ms for 117.9 MB, the
-  // fastest 510.3 ms: refined, 511.8 and 486.6 ms; AMD EPYC.)
-  // Only where the fastest is near the best at par (within 10% of its time
-  // times bytes): a fastest moving many times the bytes (on 200 synthesized
-  // vLayers, 13x) seldom refines into a winner, and its choices cost most
-  // (+23 s of 37 there).
   // Refines `seed` as the best, then lets the best before it compete.
   auto refine_seed = [&](std::pair<TaskGraph, SimResult> seed) -> absl::Status {
     SearchResult first = best;
@@ -596,6 +587,15 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   auto refined_already = [&](const SimResult& r) {
     return r.iteration_s == pre_seconds && product(r) == pre_product;
   };
+  // Within the tolerance the best may be slower than the fastest candidate
+  // for fewer bytes, and the choices can take the fastest further: they
+  // run on it too, and the better of the two results wins. (On the bench's
+  // vgg the best before the choices had been 530.3 ms for 117.9 MB, the
+  // fastest 510.3 ms: refined, 511.8 and 486.6 ms; AMD EPYC.)
+  // Only where the fastest is near the best at par (within 10% of its time
+  // times bytes): a fastest moving many times the bytes (on 200 synthesized
+  // vLayers, 13x) seldom refines into a winner, and its choices cost most
+  // (+23 s of 37 there).
   if (have && !o.any_fit && o.refine_fastest && quickest && !refined_already(quickest->second) &&
       product(quickest->second) <= 1.1 * pre_product) {
     HARMONY_RETURN_IF_ERROR(refine_seed(*std::move(quickest)));
@@ -607,6 +607,7 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
   if (have && !o.any_fit && o.refine_fastest) {
     std::vector<std::pair<TaskGraph, SimResult>> seeds;
     for (auto& [key, seed] : quickest_per_size) {
+      // (The fastest's own pair: refined above, or left out for its bytes.)
       if (seed.second.iteration_s > 1.1 * pre_fastest || refined_already(seed.second) ||
           (quickest && seed.second.iteration_s == pre_fastest)) {
         continue;
