@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "planner/search/candidates.h"
+#include "planner/search/fit_retries.h"
 #include "planner/search/keep_choice.h"
 #include "planner/search/merge_choice.h"
 #include "planner/search/microbatch_choice.h"
@@ -34,40 +34,6 @@ void AddUnique(std::vector<Packing>& packings, const Packing& p) {
 
 int TotalPacks(const Config& c) {
   return static_cast<int>(c.forward_packs.size() + c.backward_packs.size());
-}
-
-// Whether dropping the prefetch could bring `sim`'s peak within the
-// devices: it frees at most the largest pack's weights.
-bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimResult& sim) {
-  uint64_t largest = 0;
-  for (const Packing* packs : {&c.forward_packs, &c.backward_packs}) {
-    for (const PackRange& p : *packs) largest = std::max(largest, model.WeightBytes(p.begin, p.end));
-  }
-  uint64_t peak = 0;
-  for (uint64_t p : sim.device_peak) peak = std::max(peak, p);
-  return peak <= c.device_memory + largest;
-}
-
-// The backward packs of `c` worth summing on the host (Config::host_sums):
-// in Harmony's vPP, those run over several microbatches whose backward with
-// the gradients accumulated on the device needs more than half the device
-// (with the next pack's weights prefetched beside it, the likely reason a
-// config does not fit) and less without. Empty when there are none.
-std::vector<bool> HostSumsFor(const CostModel& model, const Config& c) {
-  if (c.mode != Mode::kVpp || c.schedule != Schedule::kHarmony) return {};
-  std::vector<bool> sums(c.backward_packs.size(), false);
-  bool any = false;
-  for (size_t p = 0; p < c.backward_packs.size(); ++p) {
-    const int u = c.BackwardMicrobatch(static_cast<int>(p));
-    if (c.minibatch <= u) continue;
-    const PackRange& r = c.backward_packs[p];
-    const uint64_t device = model.BackwardMemory(r.begin, r.end, u);
-    const uint64_t host = model.BackwardMemory(r.begin, r.end, u, true);
-    sums[p] = host < device && device > c.device_memory / 2;
-    any = any || sums[p];
-  }
-  if (!any) return {};
-  return sums;
 }
 
 }  // namespace
@@ -448,80 +414,33 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           best.pruned_configs += static_cast<int>(before - configs.size());
         }
         std::vector<Candidate> done = SimulateAll(model, std::move(configs), threads);
-        std::vector<Config> bounded, single, summed, waved, fewer_ahead;
-        // Those that do not fit are tried again with what their tasks send
-        // to the host held for a few microbatches only, with the gradients
-        // of their heaviest backward packs summed on the host,
-        // single-buffered, and last (those single-buffered too) with their
-        // host inputs copied in fewer microbatches ahead where that could
-        // free enough; those keeping activations on the devices in waves
-        // too.
-        auto retry_ahead = [&](const Candidate& cand) {
-          if (!cand.graph.ok() || !cand.sim.ok() || cand.sim->fits) return;
-          const Config& c = cand.config;
-          if (c.schedule != Schedule::kHarmony || c.inputs_ahead != 0) return;
-          uint64_t peak = 0;
-          for (uint64_t p : cand.sim->device_peak) peak = std::max(peak, p);
-          const uint64_t freed =
-              static_cast<uint64_t>(plan::kInputsAhead - plan::kFewerInputsAhead) *
-              cand.sim->largest_host_input;
-          if (peak <= c.device_memory + freed) {
-            fewer_ahead.push_back(c);
-            fewer_ahead.back().inputs_ahead = plan::kFewerInputsAhead;
-          }
-        };
+        // Those that do not fit are tried again (fit_retries.h), and last
+        // those single-buffered with fewer host inputs ahead.
+        FitRetries retries;
         auto retry = [&](const Candidate& cand) {
-          if (!cand.graph.ok() || !cand.sim.ok() || cand.sim->fits) return;
-          const Config& c = cand.config;
-          if (c.schedule == Schedule::kHarmony && c.host_outputs_pending == 0 &&
-              cand.sim->host_outputs_pending >= plan::kHostOutputsPending) {
-            bounded.push_back(c);
-            bounded.back().host_outputs_pending = plan::kHostOutputsPending;
-          }
-          retry_ahead(cand);
-          if (o.waves == 0 && c.mode == Mode::kVdp && c.local_activations && c.waves == 1 &&
-              c.schedule == Schedule::kHarmony) {
-            for (int w = 2; w <= 16 && o.minibatch / w >= 2 * o.num_devices *
-                                                              c.forward_microbatch;
-                 w *= 2) {
-              waved.push_back(c);
-              waved.back().waves = w;
-            }
-          }
-          if (cand.config.prefetch && cand.config.late_forward.empty() &&
-              cand.config.late_backward.empty() &&
-              CouldFitSingleBuffered(model, cand.config, *cand.sim)) {
-            for (Config& v : LateVariants(cand.config)) single.push_back(std::move(v));
-          }
-          if (cand.config.host_sums.empty()) {
-            std::vector<bool> sums = HostSumsFor(model, cand.config);
-            if (!sums.empty()) {
-              summed.push_back(cand.config);
-              summed.back().host_sums = std::move(sums);
-            }
-          }
+          retries.Add(model, o.minibatch, o.num_devices, o.waves, cand);
         };
         for (Candidate& cand : done) {
           retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
-        for (Candidate& cand : SimulateAll(model, std::move(bounded), threads)) {
+        for (Candidate& cand : SimulateAll(model, std::move(retries.bounded), threads)) {
           retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
-        for (Candidate& cand : SimulateAll(model, std::move(waved), threads)) {
+        for (Candidate& cand : SimulateAll(model, std::move(retries.waved), threads)) {
           retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
-        for (Candidate& cand : SimulateAll(model, std::move(summed), threads)) {
+        for (Candidate& cand : SimulateAll(model, std::move(retries.summed), threads)) {
           retry(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
-        for (Candidate& cand : SimulateAll(model, std::move(single), threads)) {
-          retry_ahead(cand);
+        for (Candidate& cand : SimulateAll(model, std::move(retries.single), threads)) {
+          retries.AddFewerAhead(cand);
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
-        for (Candidate& cand : SimulateAll(model, std::move(fewer_ahead), threads)) {
+        for (Candidate& cand : SimulateAll(model, std::move(retries.fewer_ahead), threads)) {
           HARMONY_RETURN_IF_ERROR(consider(cand));
         }
       }
