@@ -145,7 +145,8 @@ struct Config {
   int host_outputs_pending = 0;
   // How many microbatches ahead of the one computing a task's host inputs
   // are copied in (0: kInputsAhead). Fewer hold less on the device: the
-  // search lowers it for candidates that fit only so (kFewerInputsAhead).
+  // search lowers it for candidates that fit only so (down to
+  // kFewerInputsAhead).
   int inputs_ahead = 0;
   int InputsAhead() const;
 };
@@ -174,8 +175,9 @@ WaveSlice WaveSamples(const Config& c, int w);
 // at 3, 495 at 4, 499 at 5, 504 at 8; measured 0.970x the iteration at 4,
 // the GPT 0.99x; AMD EPYC).
 constexpr int kInputsAhead = 4;
-// What the search tries where a candidate does not fit with kInputsAhead
-// (Config::inputs_ahead).
+// The fewest the search tries where a candidate does not fit with
+// kInputsAhead (Config::inputs_ahead): it tries each of kInputsAhead - 1
+// down to this that could free enough (planner/search/fit_retries.h).
 constexpr int kFewerInputsAhead = 1;
 inline int Config::InputsAhead() const { return inputs_ahead > 0 ? inputs_ahead : kInputsAhead; }
 
