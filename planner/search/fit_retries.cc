@@ -13,7 +13,9 @@ namespace {
 bool CouldFitSingleBuffered(const CostModel& model, const Config& c, const SimResult& sim) {
   uint64_t largest = 0;
   for (const Packing* packs : {&c.forward_packs, &c.backward_packs}) {
-    for (const PackRange& p : *packs) largest = std::max(largest, model.WeightBytes(p.begin, p.end));
+    for (const PackRange& p : *packs) {
+      largest = std::max(largest, model.WeightBytes(p.begin, p.end));
+    }
   }
   uint64_t peak = 0;
   for (uint64_t p : sim.device_peak) peak = std::max(peak, p);
@@ -50,7 +52,9 @@ void FitRetries::AddFewerAhead(const Candidate& cand) {
   if (c.schedule != Schedule::kHarmony || c.inputs_ahead != 0) return;
   uint64_t peak = 0;
   for (uint64_t p : cand.sim->device_peak) peak = std::max(peak, p);
+  const bool keeps = std::find(c.keep.begin(), c.keep.end(), true) != c.keep.end();
   for (int a = plan::kInputsAhead - 1; a >= plan::kFewerInputsAhead; --a) {
+    if (keeps && a > plan::kFewerInputsAhead) continue;
     const uint64_t freed =
         static_cast<uint64_t>(plan::kInputsAhead - a) * cand.sim->largest_host_input;
     if (peak > c.device_memory + freed) continue;

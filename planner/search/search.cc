@@ -390,7 +390,9 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
                 }
                 for (const std::optional<Config>* v : {&near, &alone}) {
                   if (!*v) continue;
-                  for (Config& k : KeepVariants(model, **v, o.keep)) configs.push_back(std::move(k));
+                  for (Config& k : KeepVariants(model, **v, o.keep)) {
+                    configs.push_back(std::move(k));
+                  }
                 }
               }
             }
@@ -408,7 +410,8 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
           const size_t before = configs.size();
           configs.erase(std::remove_if(configs.begin(), configs.end(),
                                        [&](const Config& c) {
-                                         return BusiestDeviceComputeSeconds(model, c) > limit * (1 + 1e-9);
+                                         return BusiestDeviceComputeSeconds(model, c) >
+                                                limit * (1 + 1e-9);
                                        }),
                         configs.end());
           best.pruned_configs += static_cast<int>(before - configs.size());
