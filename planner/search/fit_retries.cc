@@ -52,9 +52,7 @@ void FitRetries::AddFewerAhead(const Candidate& cand) {
   if (c.schedule != Schedule::kHarmony || c.inputs_ahead != 0) return;
   uint64_t peak = 0;
   for (uint64_t p : cand.sim->device_peak) peak = std::max(peak, p);
-  const bool keeps = std::find(c.keep.begin(), c.keep.end(), true) != c.keep.end();
   for (int a = plan::kInputsAhead - 1; a >= plan::kFewerInputsAhead; --a) {
-    if (keeps && a > plan::kFewerInputsAhead) continue;
     const uint64_t freed =
         static_cast<uint64_t>(plan::kInputsAhead - a) * cand.sim->largest_host_input;
     if (peak > c.device_memory + freed) continue;

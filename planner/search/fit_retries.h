@@ -28,12 +28,7 @@ struct FitRetries {
   // Adds only `cand` with fewer inputs ahead: each of plan::kInputsAhead -
   // 1 down to plan::kFewerInputsAhead that could free enough, so that the
   // most that fits is among them (the fewer ahead, the longer a pack's last
-  // inputs wait behind the next pack's weights on the link). A candidate
-  // that keeps activations (Config::keep) only with 1, as before the
-  // others were tried: at 2 ahead the simulator counted a kept vPP pack's
-  // memory short (torchvision efficientnet_b0 in tests/suite, 2 x 24.17
-  // MiB: 19.42 MiB simulated, out of memory at 24.10 MiB in training), and
-  // KeepablePacks offers no pack to keep at 2 or 3.
+  // inputs wait behind the next pack's weights on the link).
   void AddFewerAhead(const Candidate& cand);
 };
 

@@ -7,8 +7,6 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "planner/search/fit_retries.h"
-#include "planner/search/keep_choice.h"
 #include "planner/search/search.h"
 #include "planner/search/testing/fake_profile.h"
 
@@ -122,62 +120,6 @@ TEST(SearchTest, TheMostInputsAheadThatFits) {
       EXPECT_FALSE(simulate(c, more).fits) << kib << " KiB, " << more << " ahead";
     }
   }
-}
-
-// A candidate that keeps activations is retried with 1 input ahead only,
-// and no pack is offered to keep at 2 or 3 ahead: there the simulator
-// counted a kept vPP pack's memory short (fit_retries.h). Without keeping,
-// 3, 2 and 1 are tried.
-TEST(SearchTest, KeptPacksOnlyWithFourOrOneInputsAhead) {
-  FakeProfileOptions f;
-  f.layers = 8;
-  proto::ProfileFile p = MakeFakeProfile(f);
-  for (proto::VLayerProfile& v : *p.mutable_profile()->mutable_vlayers()) {
-    for (proto::MicrobatchProfile& r : *v.mutable_by_microbatch()) {
-      r.set_kept_bytes(r.size() * (1 << 10));
-    }
-  }
-  auto m = *CostModel::Create(p);
-  ASSERT_TRUE(m->measured_kept());
-  Config c;
-  c.mode = Mode::kVpp;
-  c.num_devices = 1;
-  c.device_memory = 1u << 20;
-  c.minibatch = 8;
-  c.forward_microbatch = 2;
-  c.backward_microbatch = 2;
-  c.forward_packs = {{0, 4}, {4, 7}};
-  c.backward_packs = {{0, 4}, {4, 7}, {7, 8}};
-  ASSERT_EQ(KeepablePacks(*m, c), (std::vector<int>{0, 1}));
-  for (int ahead : {2, 3}) {
-    Config a = c;
-    a.inputs_ahead = ahead;
-    EXPECT_TRUE(KeepablePacks(*m, a).empty()) << ahead;
-  }
-  Config one = c;
-  one.inputs_ahead = plan::kFewerInputsAhead;
-  EXPECT_EQ(KeepablePacks(*m, one).size(), 2u);
-
-  auto retried = [&](const Config& config) {
-    Candidate cand;
-    cand.config = config;
-    cand.graph = BuildTaskGraph(*m, config);
-    EXPECT_TRUE(cand.graph.ok()) << cand.graph.status();
-    SimResult sim;
-    sim.fits = false;
-    sim.device_peak = {config.device_memory + 1};
-    sim.largest_host_input = config.device_memory;
-    cand.sim = sim;
-    FitRetries r;
-    r.AddFewerAhead(cand);
-    std::vector<int> out;
-    for (const Config& x : r.fewer_ahead) out.push_back(x.inputs_ahead);
-    return out;
-  };
-  EXPECT_EQ(retried(c), (std::vector<int>{3, 2, 1}));
-  Config kept = c;
-  kept.keep = {true, false, false};
-  EXPECT_EQ(retried(kept), (std::vector<int>{plan::kFewerInputsAhead}));
 }
 
 }  // namespace

@@ -8,10 +8,6 @@ namespace harmony::planner {
 std::vector<int> KeepablePacks(const CostModel& model, const Config& c) {
   std::vector<int> out;
   if (c.schedule != Schedule::kHarmony || !model.measured_kept()) return out;
-  // Not with host inputs between plan::kFewerInputsAhead and
-  // plan::kInputsAhead ahead: there the simulator counted a kept pack's
-  // memory short (fit_retries.h).
-  if (c.inputs_ahead > plan::kFewerInputsAhead && c.inputs_ahead < plan::kInputsAhead) return out;
   for (size_t q = 0; q + 1 < c.backward_packs.size(); ++q) {
     if (c.BackwardMicrobatch(static_cast<int>(q)) == c.forward_microbatch &&
         KeepSource(c.forward_packs, c.backward_packs[q]) >= 0) {
