@@ -15,8 +15,10 @@
 #ifndef HARMONY_EXECUTOR_RUNTIME_RUNTIME_IMPL_H_
 #define HARMONY_EXECUTOR_RUNTIME_RUNTIME_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -347,22 +349,40 @@ struct Runtime::Impl {
   // activations).
   class TaskInputs {
    public:
-    TaskInputs(Impl& impl, const Task& t, int d)
+    // Starts copying the first microbatches' inputs, unless `start` is
+    // false (Follow, then Start).
+    TaskInputs(Impl& impl, const Task& t, int d, bool start = true)
         : impl_(impl),
           t_(t),
           d_(d),
           ahead_(static_cast<size_t>(impl.graph.config.InputsAhead())) {
       futures_.resize(t.microbatches.size());
-      PostUpTo(ahead_);
+      if (start) Start();
     }
-    // Microbatch m's; first starts copying microbatch m + ahead's.
+    // Copies the first microbatches' inputs in, those not yet posted.
+    void Start() { PostUpTo(ahead_); }
+    // Microbatch m's; first starts copying microbatch m + ahead's, and,
+    // past this task's last, the next task's (Follow).
     std::future<HostInputsResult>& For(size_t m) {
       if (m >= futures_.size()) {
         throw std::out_of_range(absl::StrCat("task ", t_.id, " has ", futures_.size(),
                                              " microbatches; asked for the inputs of ", m));
       }
       PostUpTo(m + ahead_);
+      // The next task's microbatch j once this one's n - ahead - 1 + j has
+      // computed (from its first on): ahead of the computing microbatch,
+      // across the tasks, as many as within one. The simulator's rule
+      // (sim_build.cc, `early`).
+      if (next_ != nullptr && m >= 1 && m + ahead_ >= futures_.size() && next_ready_()) {
+        next_->PostUpTo(std::min(m + ahead_ - futures_.size(), ahead_ - 1));
+      }
       return futures_[m];
+    }
+    // The next task's first inputs copy in during this task's last
+    // microbatches, once `ready` (polled; it must not wait) says they may.
+    void Follow(TaskInputs* next, std::function<bool()> ready) {
+      next_ = next;
+      next_ready_ = std::move(ready);
     }
 
    private:
@@ -377,6 +397,8 @@ struct Runtime::Impl {
     const size_t ahead_;
     std::vector<std::future<HostInputsResult>> futures_;
     size_t posted_ = 0;
+    TaskInputs* next_ = nullptr;
+    std::function<bool()> next_ready_;
   };
 
   absl::Status Forward(const Task& t, int d, DeviceWeights& w, TaskInputs& inputs,

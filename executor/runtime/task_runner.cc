@@ -473,6 +473,21 @@ absl::Status Runtime::Impl::RunDevice(int d) {
                         position >= 1 ? list[position - 1] : -1, absl::StrCat("task ", next.id));
       }
     };
+    // After a backward that reduces (vDP), the next backward's first host
+    // inputs copy in during this one's last microbatches (TaskInputs::
+    // Follow), once what this device's previous task copies out has left
+    // (the next task's own rule, below); not a kept pack's activations.
+    if (t.kind == TaskKind::kBackward && plan::ReducesGradients(t) &&
+        position + 1 < list.size()) {
+      const Task& next = graph.tasks[list[position + 1]];
+      if (next.kind == TaskKind::kBackward && !graph.config.Keeps(next.pack)) {
+        next_inputs = std::make_unique<TaskInputs>(*this, next, d, /*start=*/false);
+        const int before = position >= 1 ? list[position - 1] : -1;
+        inputs->Follow(next_inputs.get(), [this, before] {
+          return before < 0 || completion.AllDone({before});
+        });
+      }
+    }
     // Exceptions stop here: a plan that does not fit the model (a value
     // a vLayer needs and nobody sent) must not take the process down.
     try {
@@ -495,7 +510,12 @@ absl::Status Runtime::Impl::RunDevice(int d) {
             IterationCounters::AddSeconds(counters.wait_ns, Now() - copy_wait);
           }
           if (status.ok()) {
-            next_inputs = std::make_unique<TaskInputs>(*this, graph.tasks[list[position + 1]], d);
+            if (next_inputs) {
+              next_inputs->Start();  // Those not yet copied in early.
+            } else {
+              next_inputs =
+                  std::make_unique<TaskInputs>(*this, graph.tasks[list[position + 1]], d);
+            }
           }
         }
         if (status.ok()) status = FinishBackward(t, d, *w);

@@ -242,6 +242,7 @@ class Sim {
   uint64_t largest_host_input_ = 0;  // SimResult::largest_host_input.
   std::vector<int> grads_hold_;        // Task -> its gradients' hold (-1: none).
   std::vector<int> reduce_op_;         // Task -> its vDP gradient reduce (-1: none).
+  std::vector<std::vector<int>> computes_;  // Task -> its computes, by microbatch.
 };
 
 }  // namespace harmony::planner::sim_internal

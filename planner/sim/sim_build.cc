@@ -19,6 +19,7 @@ void Sim::Build() {
   last_out_.assign(n, -1);
   grads_hold_.assign(n, -1);
   reduce_op_.assign(n, -1);
+  computes_.assign(n, {});
   std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
   std::map<int, int> kept_for;                     // Task -> who kept its weights.
   for (const Task& t : g_.tasks) {
@@ -165,11 +166,36 @@ void Sim::Build() {
     // gradients are reduced (the runtime starts them before the reduce's
     // wait for the other devices; their bytes are held from then).
     std::vector<int> inputs_after = after_all;
-    if (position >= 1) {
-      const int reduce = reduce_op_[device_tasks_[d][position - 1]];
+    const int previous = position >= 1 ? device_tasks_[d][position - 1] : -1;
+    if (previous >= 0) {
+      const int reduce = reduce_op_[previous];
       inputs_after.erase(std::remove(inputs_after.begin(), inputs_after.end(), reduce),
                          inputs_after.end());
     }
+    // After a backward that reduces (vDP), a backward that keeps nothing
+    // has its first Config::InputsAhead() microbatches' host inputs copied
+    // in during that backward's last microbatches, so that ahead of
+    // computing there are as many as within a task (the runtime's
+    // TaskInputs::Follow): microbatch j's once the previous task has
+    // computed its microbatch n - ahead - 1 + j (from its first), and what
+    // the task before that copied out has left.
+    std::vector<int> early_after;
+    const bool early = previous >= 0 && reduce_op_[previous] >= 0 &&
+                       t.kind == TaskKind::kBackward && !g_.config.Keeps(t.pack) &&
+                       computes_[previous].size() >= 2;
+    if (early && position >= 2 && last_out_[device_tasks_[d][position - 2]] >= 0) {
+      early_after.push_back(last_out_[device_tasks_[d][position - 2]]);
+    }
+    auto after_computed = [&](int j) {  // The previous task's microbatch, from 0.
+      const int n_before = static_cast<int>(computes_[previous].size());
+      return std::max(n_before + j - g_.config.InputsAhead() - 1, 0);
+    };
+    auto early_deps = [&](int j) -> std::vector<int> {
+      std::vector<int> deps = early_after;
+      deps.push_back(computes_[previous][after_computed(j)]);
+      return deps;
+    };
+    auto is_early = [&](int j) { return early && j < g_.config.InputsAhead(); };
     // Only the task's first op on each stream waits for them: the stream
     // runs the rest after it (a task ends with an op per microbatch, so
     // listing them on every op made the graph quadratic).
@@ -227,7 +253,8 @@ void Sim::Build() {
       };
       std::vector<LocalIn> locals;
       for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
-        std::vector<int> deps = after_for(swap_in_waited);
+        std::vector<int> deps = is_early(place) ? early_deps(place)
+                                                   : after_for(swap_in_waited);
         deps.insert(deps.end(), ahead.begin(), ahead.end());
         const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
                            Name([&] { return absl::StrCat("data in ", label, " #", mb.index); }));
@@ -264,7 +291,8 @@ void Sim::Build() {
           }
           in_bytes += x->bytes;
           std::vector<int> deps = from;
-          const std::vector<int>& after = after_for(swap_in_waited);
+          const std::vector<int> after = is_early(place) ? early_deps(place)
+                                                            : after_for(swap_in_waited);
           deps.insert(deps.end(), after.begin(), after.end());
           deps.insert(deps.end(), ahead.begin(), ahead.end());
           const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
@@ -303,8 +331,18 @@ void Sim::Build() {
       }
       last_compute = compute;
       computed.push_back(compute);
+      computes_[t.id].push_back(compute);
       end_ops_[t.id].push_back(compute);
-      if (in_bytes > 0) holds_.push_back({d, in_bytes, first_in >= 0 ? first_in : compute, compute});
+      if (in_bytes > 0) {
+        Hold h{d, in_bytes, first_in >= 0 ? first_in : compute, compute};
+        if (is_early(place)) {
+          // Allocated as soon as the runtime may post them (before the
+          // previous task's next compute), however late the copy begins.
+          h.or_from_op = computes_[previous][after_computed(place) + 1];
+          h.or_from_after_op = early_after.empty() ? -1 : early_after.front();
+        }
+        holds_.push_back(h);
+      }
       largest_host_input_ = std::max(largest_host_input_, in_bytes);
       for (const LocalIn& l : locals) {
         if (l.bytes == 0) continue;
