@@ -1,9 +1,10 @@
 // The simulator's order of a device's copies over the host link against
 // its compute: a task's sends to the host bounded (Config::
 // host_outputs_pending), its host inputs copied in fewer microbatches
-// ahead (Config::inputs_ahead).
+// ahead (Config::inputs_ahead), and across vDP backward tasks.
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -119,6 +120,47 @@ TEST(SimulatorTest, FewerInputsAheadHoldLess) {
   }
   EXPECT_GT(early, 0);
   EXPECT_LT(one.device_peak[0], four.device_peak[0]);
+}
+
+// After a vDP backward, the next backward's first `inputs_ahead`
+// microbatches' stashes copy in during its last microbatches: microbatch
+// j's once microbatch n - ahead - 1 + j has computed (the runtime's
+// TaskInputs::Follow), not after the task as the one after them.
+TEST(SimulatorTest, VdpNextBackwardsInputsCopyInDuringTheLastMicrobatches) {
+  FakeProfileOptions o;
+  o.layers = 4;
+  auto m = *CostModel::Create(MakeFakeProfile(o));
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 2;
+  c.device_memory = 1 << 30;
+  c.minibatch = 8;  // 4 microbatches per device and task.
+  c.forward_microbatch = 1;
+  c.backward_microbatch = 1;
+  c.inputs_ahead = 1;
+  c.forward_packs = {{0, 2}, {2, 3}};
+  c.backward_packs = {{0, 2}, {2, 3}, {3, 4}};
+  auto r = Simulate(*m, *BuildTaskGraph(*m, c), true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto on_device_0 = [&](const std::string& name) {
+    for (const TraceEvent& e : r->events) {
+      if (e.device == 0 && e.name == name) return e;
+    }
+    ADD_FAILURE() << "no event " << name << " on device 0";
+    return TraceEvent{};
+  };
+  // The first pack's input is the data.
+  using Pair = std::pair<std::string, std::string>;
+  for (const auto& [task, next] :
+       {Pair{"3-3", "stash in backward 2-2"}, Pair{"2-2", "data in backward 0-1"}}) {
+    SCOPED_TRACE(task);
+    const TraceEvent first = on_device_0(absl::StrCat(next, " #0"));
+    const TraceEvent second = on_device_0(absl::StrCat(next, " #1"));
+    EXPECT_GE(first.start_s, on_device_0(absl::StrCat("backward ", task, " #2")).end_s - 1e-12);
+    EXPECT_LT(first.start_s, on_device_0(absl::StrCat("backward ", task, " #3")).end_s);
+    // The one after comes with the task's end, before its reduce.
+    EXPECT_GE(second.start_s, on_device_0(absl::StrCat("backward ", task, " #3")).end_s - 1e-12);
+  }
 }
 
 }  // namespace
