@@ -17,11 +17,12 @@ namespace {
 using testing::FakeProfileOptions;
 using testing::MakeFakeProfile;
 
-const TraceEvent& Event(const SimResult& r, const std::string& name) {
+// The first event named `name` (on `device`, when given).
+const TraceEvent& Event(const SimResult& r, const std::string& name, int device = -1) {
   for (const TraceEvent& e : r.events) {
-    if (e.name == name) return e;
+    if (e.name == name && (device < 0 || e.device == device)) return e;
   }
-  ADD_FAILURE() << "no event " << name;
+  ADD_FAILURE() << "no event " << name << (device < 0 ? "" : absl::StrCat(" on device ", device));
   static TraceEvent none;
   return none;
 }
@@ -142,13 +143,7 @@ TEST(SimulatorTest, VdpNextBackwardsInputsCopyInDuringTheLastMicrobatches) {
   c.backward_packs = {{0, 2}, {2, 3}, {3, 4}};
   auto r = Simulate(*m, *BuildTaskGraph(*m, c), true);
   ASSERT_TRUE(r.ok()) << r.status();
-  auto on_device_0 = [&](const std::string& name) {
-    for (const TraceEvent& e : r->events) {
-      if (e.device == 0 && e.name == name) return e;
-    }
-    ADD_FAILURE() << "no event " << name << " on device 0";
-    return TraceEvent{};
-  };
+  auto on_device_0 = [&](const std::string& name) { return Event(*r, name, 0); };
   // The first pack's input is the data.
   using Pair = std::pair<std::string, std::string>;
   for (const auto& [task, next] :

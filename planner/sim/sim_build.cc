@@ -179,20 +179,18 @@ void Sim::Build() {
     // TaskInputs::Follow): microbatch j's once the previous task has
     // computed its microbatch n - ahead - 1 + j (from its first), and what
     // the task before that copied out has left.
-    std::vector<int> early_after;
+    int early_after = -1;
     const bool early = previous >= 0 && reduce_op_[previous] >= 0 &&
                        t.kind == TaskKind::kBackward && !g_.config.Keeps(t.pack) &&
                        computes_[previous].size() >= 2;
-    if (early && position >= 2 && last_out_[device_tasks_[d][position - 2]] >= 0) {
-      early_after.push_back(last_out_[device_tasks_[d][position - 2]]);
-    }
+    if (early && position >= 2) early_after = last_out_[device_tasks_[d][position - 2]];
     auto after_computed = [&](int j) {  // The previous task's microbatch, from 0.
       const int n_before = static_cast<int>(computes_[previous].size());
       return std::max(n_before + j - g_.config.InputsAhead() - 1, 0);
     };
     auto early_deps = [&](int j) -> std::vector<int> {
-      std::vector<int> deps = early_after;
-      deps.push_back(computes_[previous][after_computed(j)]);
+      std::vector<int> deps = {computes_[previous][after_computed(j)]};
+      if (early_after >= 0) deps.push_back(early_after);
       return deps;
     };
     auto is_early = [&](int j) { return early && j < g_.config.InputsAhead(); };
@@ -217,7 +215,7 @@ void Sim::Build() {
     // The runtime copies a microbatch's host inputs in at most
     // Config::InputsAhead() microbatches ahead of the one computing:
     // microbatch m's once microbatch m - ahead - 1 has computed.
-    std::vector<int> computed;
+    std::vector<int>& computed = computes_[t.id];
     // What microbatches sent to the host: with a bound on those pending
     // (Config::host_outputs_pending), microbatch m computes once microbatch
     // m - N's have left.
@@ -331,7 +329,6 @@ void Sim::Build() {
       }
       last_compute = compute;
       computed.push_back(compute);
-      computes_[t.id].push_back(compute);
       end_ops_[t.id].push_back(compute);
       if (in_bytes > 0) {
         Hold h{d, in_bytes, first_in >= 0 ? first_in : compute, compute};
@@ -339,7 +336,7 @@ void Sim::Build() {
           // Allocated as soon as the runtime may post them (before the
           // previous task's next compute), however late the copy begins.
           h.or_from_op = computes_[previous][after_computed(place) + 1];
-          h.or_from_after_op = early_after.empty() ? -1 : early_after.front();
+          h.or_from_after_op = early_after;
         }
         holds_.push_back(h);
       }
