@@ -622,7 +622,8 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
   if (busy_f > 0 && busy_b > 0) {
     absl::StrAppendFormat(&out,
                           "computing beside %d other busy device(s): forward %.2fx, backward "
-                          "%.2fx the time alone (the planner uses these times)\n",
+                          "%.2fx the time alone (the simulator uses these while the others "
+                          "compute)\n",
                           p.num_devices() - 1, busy_f, busy_b);
   }
   return out;

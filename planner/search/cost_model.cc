@@ -121,6 +121,7 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
     const bool busy = p.num_devices() > 1;
     const double slow_f = busy ? BusySlowdown(v, /*backward=*/false) : 1;
     const double slow_b = busy ? BusySlowdown(v, /*backward=*/true) : 1;
+    if (busy) m->busy_neighbours_ = static_cast<int>(p.num_devices()) - 1;
     for (const proto::MicrobatchProfile& r : v.by_microbatch()) {
       if (static_cast<int>(r.size()) <= last) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -132,6 +133,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       row.size = last;
       row.cost.forward_s = r.forward_time_s() * slow_f;
       row.cost.backward_s = r.backward_time_s() * slow_b;
+      row.cost.forward_alone_s = r.forward_time_s();
+      row.cost.backward_alone_s = r.backward_time_s();
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.backward_first_peak = r.backward_first_peak_bytes();
@@ -215,14 +218,21 @@ void CostModel::Precompute() {
   table_.resize(static_cast<size_t>(kCached) * n);
   forward_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
   backward_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
+  forward_alone_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
+  backward_alone_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
   for (int u = 1; u <= kCached; ++u) {
-    double* f = &forward_prefix_[static_cast<size_t>(u - 1) * (n + 1)];
-    double* b = &backward_prefix_[static_cast<size_t>(u - 1) * (n + 1)];
+    const size_t at = static_cast<size_t>(u - 1) * (n + 1);
+    double* f = &forward_prefix_[at];
+    double* b = &backward_prefix_[at];
+    double* fa = &forward_alone_prefix_[at];
+    double* ba = &backward_alone_prefix_[at];
     for (int l = 0; l < n; ++l) {
       const LayerCost c = Compute(l, u);
       table_[static_cast<size_t>(u - 1) * n + l] = c;
       f[l + 1] = f[l] + c.forward_s;
       b[l + 1] = b[l] + c.backward_s;
+      fa[l + 1] = fa[l] + c.forward_alone_s;
+      ba[l + 1] = ba[l] + c.backward_alone_s;
     }
   }
 }
@@ -261,16 +271,19 @@ LayerCost CostModel::Compute(int layer, int u) const {
               [&](const Row& a, const Row& b, double t) {
                 if (&a == &b && t != 0.0) {
                   c.forward_s = a.cost.forward_s * t;
+                  c.forward_alone_s = a.cost.forward_alone_s * t;
                   c.forward_peak = static_cast<uint64_t>(a.cost.forward_peak * t);
                   return;
                 }
                 c.forward_s = Lerp(a.cost.forward_s, b.cost.forward_s, t);
+                c.forward_alone_s = Lerp(a.cost.forward_alone_s, b.cost.forward_alone_s, t);
                 c.forward_peak = LerpBytes(a.cost.forward_peak, b.cost.forward_peak, t);
               });
   interpolate([](const Row& r) { return r.cost.backward_fits; },
               [&](const Row& a, const Row& b, double t) {
                 if (&a == &b && t != 0.0) {
                   c.backward_s = a.cost.backward_s * t;
+                  c.backward_alone_s = a.cost.backward_alone_s * t;
                   c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
                   c.backward_first_peak = static_cast<uint64_t>(a.cost.backward_first_peak * t);
                   c.saved_bytes = static_cast<uint64_t>(a.cost.saved_bytes * t);
@@ -278,6 +291,7 @@ LayerCost CostModel::Compute(int layer, int u) const {
                   return;
                 }
                 c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
+                c.backward_alone_s = Lerp(a.cost.backward_alone_s, b.cost.backward_alone_s, t);
                 c.backward_peak = LerpBytes(a.cost.backward_peak, b.cost.backward_peak, t);
                 c.backward_first_peak =
                     LerpBytes(a.cost.backward_first_peak, b.cost.backward_first_peak, t);
@@ -449,34 +463,44 @@ double CostModel::UpdateSeconds(int begin, int end) const {
   return t;
 }
 
-double CostModel::ForwardSeconds(int begin, int end, int u) const {
+double CostModel::ForwardSeconds(int begin, int end, int u, bool alone) const {
   if (u >= 1 && u <= kCached) {
-    const double* f = &forward_prefix_[static_cast<size_t>(u - 1) * (num_layers() + 1)];
+    const double* f = &(alone ? forward_alone_prefix_ : forward_prefix_)[
+        static_cast<size_t>(u - 1) * (num_layers() + 1)];
     return f[end] - f[begin];
   }
   double t = 0;
-  for (int l = begin; l < end; ++l) t += Cost(l, u).forward_s;
+  for (int l = begin; l < end; ++l) {
+    const LayerCost c = Cost(l, u);
+    t += alone ? c.forward_alone_s : c.forward_s;
+  }
   return t;
 }
 
-double CostModel::BackwardSeconds(int begin, int end, int u) const {
+double CostModel::BackwardSeconds(int begin, int end, int u, bool alone) const {
   if (u >= 1 && u <= kCached) {
-    const double* b = &backward_prefix_[static_cast<size_t>(u - 1) * (num_layers() + 1)];
+    const double* b = &(alone ? backward_alone_prefix_ : backward_prefix_)[
+        static_cast<size_t>(u - 1) * (num_layers() + 1)];
     return b[end] - b[begin];
   }
   double t = 0;
-  for (int l = begin; l < end; ++l) t += Cost(l, u).backward_s;
+  for (int l = begin; l < end; ++l) {
+    const LayerCost c = Cost(l, u);
+    t += alone ? c.backward_alone_s : c.backward_s;
+  }
   return t;
 }
 
-double CostModel::KeptBackwardSeconds(int begin, int end, int u) const {
+double CostModel::KeptBackwardSeconds(int begin, int end, int u, bool alone) const {
   double t = 0;
   for (int l = begin; l < end; ++l) {
     const LayerCost c = Cost(l, u);
+    const double f = alone ? c.forward_alone_s : c.forward_s;
+    const double b = alone ? c.backward_alone_s : c.backward_s;
     // Timing noise on a small vLayer can put its forward above its
     // backward; a backward without recompute still takes half (its two
     // gradient products to the recompute's one forward product).
-    t += std::max(c.backward_s / 2, c.backward_s - c.forward_s);
+    t += std::max(b / 2, b - f);
   }
   return t;
 }

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,8 +39,14 @@ namespace harmony::planner {
 
 // One vLayer at one microbatch size.
 struct LayerCost {
+  // Beside the profile's other devices, all busy (the profile's
+  // "computing beside N other busy device(s)"; alone on one device).
   double forward_s = 0;
   double backward_s = 0;  // Including the recompute.
+  // With no other device computing (the simulator weighs the two by how
+  // many devices compute beside it: CostModel::busy_neighbours).
+  double forward_alone_s = 0;
+  double backward_alone_s = 0;
   uint64_t forward_peak = 0;
   uint64_t backward_peak = 0;
   // Before the gradients exist (a task's first microbatch); 0: unknown.
@@ -177,12 +184,19 @@ class CostModel {
   uint64_t HostWeightBytes(int begin, int end) const;
   uint64_t HostGradientBytes(int begin, int end) const;
   double UpdateSeconds(int begin, int end) const;
-  double ForwardSeconds(int begin, int end, int microbatch) const;
-  double BackwardSeconds(int begin, int end, int microbatch) const;
+  // Compute times beside the profile's other devices, all busy, or with
+  // `alone` with none computing (LayerCost).
+  double ForwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
+  double BackwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
   // A kept pack's backward (Config::keep): without the recompute, the
   // backward's time less the forward's, per vLayer (at least half the
   // backward's).
-  double KeptBackwardSeconds(int begin, int end, int microbatch) const;
+  double KeptBackwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
+  // The devices the profile timed each vLayer beside (its devices less
+  // one; 0 for a profile of one device): a compute op's time is its time
+  // alone plus (busy - alone) x (devices computing beside it, on average
+  // over its span) / busy_neighbours (the simulator, sim::Reweigh).
+  int busy_neighbours() const { return busy_neighbours_; }
   // Bytes a kept pack's saved activations take on the link each way, per
   // microbatch.
   uint64_t KeptBytes(int begin, int end, int microbatch) const;
@@ -221,6 +235,9 @@ class CostModel {
   std::vector<LayerCost> table_;          // [(u - 1) * layers + l].
   std::vector<double> forward_prefix_;    // [(u - 1) * (layers + 1) + l].
   std::vector<double> backward_prefix_;
+  std::vector<double> forward_alone_prefix_;
+  std::vector<double> backward_alone_prefix_;
+  int busy_neighbours_ = 0;
 
   struct Row {
     int size;

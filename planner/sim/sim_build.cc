@@ -315,12 +315,16 @@ void Sim::Build() {
         deps.insert(deps.end(), host_out[place - pending].begin(), host_out[place - pending].end());
       }
       const bool kept = t.kind == TaskKind::kBackward && g_.config.Keeps(t.pack);
-      const double seconds =
-          t.kind == TaskKind::kForward ? m_.ForwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
-          : kept ? m_.KeptBackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size)
-                 : m_.BackwardSeconds(t.vlayers.begin, t.vlayers.end, mb.size);
-      const int compute = Add(d, kCompute, kNoLink, seconds, deps,
+      auto seconds = [&](bool alone) {
+        const int begin = t.vlayers.begin, end = t.vlayers.end;
+        return t.kind == TaskKind::kForward ? m_.ForwardSeconds(begin, end, mb.size, alone)
+               : kept ? m_.KeptBackwardSeconds(begin, end, mb.size, alone)
+                      : m_.BackwardSeconds(begin, end, mb.size, alone);
+      };
+      const int compute = Add(d, kCompute, kNoLink, seconds(false), deps,
                               Name([&] { return absl::StrCat(label, " #", mb.index); }));
+      ops_[compute].busy = ops_[compute].duration;
+      ops_[compute].alone = seconds(true);
       if (first_compute_[t.id] < 0) {
         first_compute_[t.id] = compute;
         for (int op : inputs) {

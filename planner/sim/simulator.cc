@@ -1,6 +1,7 @@
 #include "planner/sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <queue>
@@ -85,6 +86,60 @@ absl::Status Sim::Schedule() {
     return absl::InternalError("the task graph cannot make progress (a dependency cycle)");
   }
   return absl::OkStatus();
+}
+
+bool Sim::Reweigh() {
+  const int neighbours = m_.busy_neighbours();
+  if (neighbours <= 0 || c_.num_devices < 2) return false;
+  // Each device's computes, in the order its compute stream ran them.
+  std::vector<const std::vector<int>*> on(c_.num_devices, &empty_ops_);
+  bool differ = false;
+  for (int d = 0; d < c_.num_devices; ++d) {
+    const size_t q = Queue(d, kCompute);
+    if (q >= queues_.size()) continue;
+    on[d] = &queues_[q];
+    for (int id : queues_[q]) differ = differ || ops_[id].busy != ops_[id].alone;
+  }
+  if (!differ) return false;
+  // Seconds of [from, until) during which device e computes; `next[e]`
+  // walks e's computes forward as device d's do.
+  std::vector<size_t> next(c_.num_devices, 0);
+  auto computing = [&](int e, double from, double until) {
+    const std::vector<int>& list = *on[e];
+    size_t& i = next[e];
+    while (i < list.size() && ops_[list[i]].end <= from) ++i;
+    double t = 0;
+    for (size_t j = i; j < list.size() && ops_[list[j]].start < until; ++j) {
+      t += std::min(until, ops_[list[j]].end) - std::max(from, ops_[list[j]].start);
+    }
+    return t;
+  };
+  std::vector<double> duration(ops_.size(), -1);
+  double change = 0;
+  for (int d = 0; d < c_.num_devices; ++d) {
+    std::fill(next.begin(), next.end(), 0);
+    for (int id : *on[d]) {
+      const Op& op = ops_[id];
+      if (op.alone < 0) continue;
+      double share = 0;
+      if (op.end > op.start) {
+        double beside = 0;
+        for (int e = 0; e < c_.num_devices; ++e) {
+          if (e != d) beside += computing(e, op.start, op.end);
+        }
+        share = std::min(1.0, beside / (op.end - op.start) / neighbours);
+      }
+      duration[id] = op.alone + (op.busy - op.alone) * share;
+      change = std::max(change,
+                        std::abs(duration[id] - op.duration) / std::max(op.duration, 1e-12));
+    }
+  }
+  if (change < 1e-4) return false;  // Settled: the schedule stands.
+  for (size_t id = 0; id < ops_.size(); ++id) {
+    if (duration[id] >= 0) ops_[id].duration = duration[id];
+    ops_[id].start = ops_[id].end = -1;
+  }
+  return true;
 }
 
 // When a hold's bytes are allocated and freed.
