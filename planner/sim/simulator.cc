@@ -29,12 +29,22 @@ absl::Status Sim::Schedule() {
   for (size_t q = 0; q < nq; ++q) {
     for (int id : queues_[q]) queue_of[id] = q;
   }
-  // Unscheduled dependencies of each op, and the ops waiting on each.
+  // Unscheduled dependencies of each op, and the ops waiting on each (op
+  // i's: dependents[first[i], first[i + 1]), in one array: a vector per op
+  // made most of a search's allocations).
   std::vector<int> waiting(ops_.size(), 0);
-  std::vector<std::vector<int>> dependents(ops_.size());
+  std::vector<int> first(ops_.size() + 1, 0);
   for (size_t id = 0; id < ops_.size(); ++id) {
     waiting[id] = static_cast<int>(ops_[id].deps.size());
-    for (int dep : ops_[id].deps) dependents[dep].push_back(static_cast<int>(id));
+    for (int dep : ops_[id].deps) ++first[dep + 1];
+  }
+  for (size_t id = 0; id < ops_.size(); ++id) first[id + 1] += first[id];
+  std::vector<int> dependents(first.back());
+  {
+    std::vector<int> at(first.begin(), first.end() - 1);
+    for (size_t id = 0; id < ops_.size(); ++id) {
+      for (int dep : ops_[id].deps) dependents[at[dep]++] = static_cast<int>(id);
+    }
   }
   // The latest end among each op's scheduled dependencies (all of them
   // once it is offered).
@@ -71,7 +81,8 @@ absl::Status Sim::Schedule() {
     head[q]++;
     if (op.link != kNoLink) link_free[op.link] = op.end;
     ++done;
-    for (int w : dependents[id]) {
+    for (int i = first[id]; i < first[id + 1]; ++i) {
+      const int w = dependents[i];
       deps_end[w] = std::max(deps_end[w], op.end);
       if (--waiting[w] == 0) {
         const size_t wq = queue_of[w];
