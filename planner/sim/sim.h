@@ -128,26 +128,47 @@ class Sim {
     return id;
   }
 
+  // A task's transfers of one kind for one microbatch.
+  struct Transfers {
+    const Transfer* const* first = nullptr;
+    const Transfer* const* last = nullptr;
+    const Transfer* const* begin() const { return first; }
+    const Transfer* const* end() const { return last; }
+    bool empty() const { return first == last; }
+    const Transfer* front() const { return *first; }
+  };
+
   // The task's transfers of `kind` for microbatch `mb` (-1: the task's own),
-  // from an index built once per task.
-  const std::vector<const Transfer*>& Find(const Task& t, TransferKind kind, int mb) {
-    auto& index = index_[t.id];
-    if (index.empty()) {
+  // from an index built once per task: its transfers ordered by slot
+  // (microbatch, kind), in one array with each slot's start.
+  Transfers Find(const Task& t, TransferKind kind, int mb) {
+    if (index_.size() < g_.tasks.size()) index_.resize(g_.tasks.size());
+    TaskIndex& index = index_[t.id];
+    if (index.starts.empty()) {
       // Slots by the transfers' microbatch index in the phase (a task of a
       // later pass holds microbatch 1 alone, say), -1 first.
       size_t slots = t.microbatches.size() + 1;
       for (const Transfer& x : t.transfers) {
         slots = std::max(slots, static_cast<size_t>(std::max(x.microbatch, -1) + 2));
       }
-      index.resize(slots * kKinds);
+      auto slot_of = [](const Transfer& x) {
+        return static_cast<size_t>(x.microbatch + 1) * kKinds + static_cast<size_t>(x.kind);
+      };
+      index.starts.assign(slots * kKinds + 1, 0);
       for (const Transfer& x : t.transfers) {
-        const size_t slot = static_cast<size_t>(x.microbatch + 1) * kKinds +
-                            static_cast<size_t>(x.kind);
-        if (slot < index.size()) index[slot].push_back(&x);
+        if (x.microbatch >= -1) ++index.starts[slot_of(x) + 1];
+      }
+      for (size_t i = 1; i < index.starts.size(); ++i) index.starts[i] += index.starts[i - 1];
+      index.transfers.resize(index.starts.back());
+      std::vector<size_t> at(index.starts.begin(), index.starts.end() - 1);
+      for (const Transfer& x : t.transfers) {
+        if (x.microbatch >= -1) index.transfers[at[slot_of(x)]++] = &x;
       }
     }
     const size_t slot = static_cast<size_t>(mb + 1) * kKinds + static_cast<size_t>(kind);
-    return slot < index.size() ? index[slot] : empty_;
+    if (mb < -1 || slot + 1 >= index.starts.size()) return {};
+    const Transfer* const* base = index.transfers.data();
+    return {base + index.starts[slot], base + index.starts[slot + 1]};
   }
 
   static bool Aligned(const Task& a, const Task& b) {
@@ -244,8 +265,11 @@ class Sim {
   // (task, kind, to) -> (microbatch, op) of its sends.
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
   static constexpr size_t kKinds = static_cast<size_t>(TransferKind::kKeptIn) + 1;
-  std::map<int, std::vector<std::vector<const Transfer*>>> index_;
-  const std::vector<const Transfer*> empty_;
+  struct TaskIndex {
+    std::vector<size_t> starts;  // Per slot, then the end.
+    std::vector<const Transfer*> transfers;
+  };
+  std::vector<TaskIndex> index_;  // By task id.
   const std::vector<int> empty_ops_;
   std::vector<int> first_compute_, weight_op_;
   std::vector<int> first_input_;  // A task's last host input of its first microbatch.
