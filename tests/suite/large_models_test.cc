@@ -108,7 +108,8 @@ TEST(LargeModelsTest, RecommenderTablesAreVLayersAndTheirMemoryIsModelled) {
     auto planned = RunCommand(absl::StrCat(
         kPlan, " ", model, " --sample-input ", data,
         " --gpus 2 --device-memory 36MiB --minibatch 16 --microbatch 4 --mode vpp",
-        " --packs 0-0,1-1,2-2,3-3,4-4 --keep-activations ", keep, " -o ", Tmp("dlrm.pb"), " --json ", Tmp("dlrm.json")));
+        " --packs 0-0,1-1,2-2,3-3,4-4 --keep-activations ", keep, " -o ", Tmp("dlrm.pb"),
+        " --json ", Tmp("dlrm.json")));
     ASSERT_EQ(planned.exit_code, 0) << planned.output;
     const std::vector<uint64_t> simulated =
         Peaks(ReadJson(Tmp("dlrm.json"))["estimates"]["device_peak_bytes"]);
