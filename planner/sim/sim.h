@@ -90,11 +90,11 @@ class Sim {
     keep_events_ = keep_events;
     Build();
     if (auto s = Schedule(); !s.ok()) return s;
-    // A pass weighs every compute by the devices computing beside it in the
-    // schedule before (all busy): the passes after the first moved the
-    // iteration by less than 0.01% on the bench's plans and 0.8% with a
-    // slowdown of 2 (busy_neighbours_test), for another schedule each.
-    for (int pass = 0; pass < kReweighPasses && Reweigh(); ++pass) {
+    // One pass weighs every compute by the devices computing beside it in
+    // the schedule with all busy: more passes moved the iteration by less
+    // than 0.01% on the bench's plans and 0.8% with a slowdown of 2
+    // (busy_neighbours_test), for another schedule each.
+    if (Reweigh()) {
       if (auto s = Schedule(); !s.ok()) return s;
     }
     return Collect(keep_events);
@@ -244,7 +244,6 @@ class Sim {
   // alone times differ (one device, or a profile of one). Clears the
   // schedule.
   bool Reweigh();
-  static constexpr int kReweighPasses = 1;
 
   // When a hold's bytes are allocated and freed.
   std::pair<double, double> Span(const Hold& h) const;
@@ -262,6 +261,10 @@ class Sim {
   double to_device_bw_ = 1, to_host_bw_ = 1, peer_bw_ = 1, transfer_latency_ = 0;
   std::vector<Op> ops_;
   std::vector<std::vector<int>> queues_;  // Op ids per Queue(device, stream).
+  // Schedule's view of the graph, made on its first call: each op's queue,
+  // and its dependents (op i's from first_dependent_[i], in one array).
+  std::vector<size_t> queue_of_;
+  std::vector<int> first_dependent_, dependents_;
   // (task, kind, to) -> (microbatch, op) of its sends.
   std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
   static constexpr size_t kKinds = static_cast<size_t>(TransferKind::kKeptIn) + 1;

@@ -25,26 +25,33 @@ absl::Status Sim::Schedule() {
   std::vector<size_t> head(nq, 0);
   std::vector<double> stream_free(nq, 0.0);
   double link_free[2] = {0, 0};
-  std::vector<size_t> queue_of(ops_.size(), 0);
-  for (size_t q = 0; q < nq; ++q) {
-    for (int id : queues_[q]) queue_of[id] = q;
+  // The graph's shape, once per simulation (a reweighed one schedules
+  // again): each op's queue, and the ops waiting on each (op i's:
+  // dependents_[first_dependent_[i], first_dependent_[i + 1]), in one array:
+  // a vector per op made most of a search's allocations).
+  if (queue_of_.size() != ops_.size()) {
+    queue_of_.assign(ops_.size(), 0);
+    for (size_t q = 0; q < nq; ++q) {
+      for (int id : queues_[q]) queue_of_[id] = q;
+    }
+    first_dependent_.assign(ops_.size() + 1, 0);
+    for (const Op& op : ops_) {
+      for (int dep : op.deps) ++first_dependent_[dep + 1];
+    }
+    for (size_t id = 0; id < ops_.size(); ++id) {
+      first_dependent_[id + 1] += first_dependent_[id];
+    }
+    dependents_.assign(first_dependent_.back(), 0);
+    std::vector<int> at(first_dependent_.begin(), first_dependent_.end() - 1);
+    for (size_t id = 0; id < ops_.size(); ++id) {
+      for (int dep : ops_[id].deps) dependents_[at[dep]++] = static_cast<int>(id);
+    }
   }
-  // Unscheduled dependencies of each op, and the ops waiting on each (op
-  // i's: dependents[first[i], first[i + 1]), in one array: a vector per op
-  // made most of a search's allocations).
+  const std::vector<size_t>& queue_of = queue_of_;
+  // Unscheduled dependencies of each op.
   std::vector<int> waiting(ops_.size(), 0);
-  std::vector<int> first(ops_.size() + 1, 0);
   for (size_t id = 0; id < ops_.size(); ++id) {
     waiting[id] = static_cast<int>(ops_[id].deps.size());
-    for (int dep : ops_[id].deps) ++first[dep + 1];
-  }
-  for (size_t id = 0; id < ops_.size(); ++id) first[id + 1] += first[id];
-  std::vector<int> dependents(first.back());
-  {
-    std::vector<int> at(first.begin(), first.end() - 1);
-    for (size_t id = 0; id < ops_.size(); ++id) {
-      for (int dep : ops_[id].deps) dependents[at[dep]++] = static_cast<int>(id);
-    }
   }
   // The latest end among each op's scheduled dependencies (all of them
   // once it is offered).
@@ -81,8 +88,8 @@ absl::Status Sim::Schedule() {
     head[q]++;
     if (op.link != kNoLink) link_free[op.link] = op.end;
     ++done;
-    for (int i = first[id]; i < first[id + 1]; ++i) {
-      const int w = dependents[i];
+    for (int i = first_dependent_[id]; i < first_dependent_[id + 1]; ++i) {
+      const int w = dependents_[i];
       deps_end[w] = std::max(deps_end[w], op.end);
       if (--waiting[w] == 0) {
         const size_t wq = queue_of[w];
