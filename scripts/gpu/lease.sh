@@ -37,10 +37,6 @@ if [[ ${3:-} == xl ]]; then
   export DEVICES=${DEVICES:-cuda:4x11GiB} SCHEDULES=${SCHEDULES:-harmony}
   export GPT_MINIBATCH=${GPT_MINIBATCH:-32} GPT_MAX_MICROBATCH=${GPT_MAX_MICROBATCH:-4}
   export RUN_TIMEOUT=${RUN_TIMEOUT:-100}
-  # A replay directory of another GPT (the scaled replay's) is not reused.
-  if [[ -f $build/replay/settings.txt ]] && ! grep -q 'width 1600' "$build/replay/settings.txt"; then
-    rm -rf "$build/replay"
-  fi
   MODELS=gpt timeout $(( budget - 15 )) "$root/scripts/gpu-check.sh" --replay 2>&1 |
     tee "$out/replay-xl.log"
   MODELS=gpt STEPS=table "$root/scripts/gpu/replay.sh" "$build/run" "$build/replay" \
