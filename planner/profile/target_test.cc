@@ -1,10 +1,14 @@
 #include "planner/profile/target.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "common/tensor_file.h"
@@ -155,27 +159,32 @@ TEST(TargetTest, APeakCheckedAfterwardsProbesAsARefusedAllocationDoes) {
 // The lane whose scope the calling thread is in (-1 outside any).
 thread_local int tls_lane = -1;
 
-// A partition-like target whose second device (lane 1, a neighbour while
-// the vLayers are timed beside busy devices) fails every copy onto it.
-class NeighbourFailsTarget : public PartitionLikeTarget {
+// A partition-like target that knows which lane the calling thread is in.
+class LaneTarget : public PartitionLikeTarget {
  public:
   using PartitionLikeTarget::PartitionLikeTarget;
 
   class LaneScope : public Scope {
    public:
-    LaneScope(int lane, std::unique_ptr<Scope> inner)
-        : inner_(std::move(inner)), saved_(tls_lane) {
+    LaneScope(LaneTarget* t, int lane, Role role, std::unique_ptr<Scope> inner)
+        : t_(t), inner_(std::move(inner)), saved_(tls_lane), entered_(lane), role_(role) {
       tls_lane = lane;
+      t_->Entered(lane, role, true);
     }
-    ~LaneScope() override { tls_lane = saved_; }
+    ~LaneScope() override {
+      t_->Entered(entered_, role_, false);
+      tls_lane = saved_;
+    }
 
    private:
+    LaneTarget* const t_;
     std::unique_ptr<Scope> inner_;
-    const int saved_;
+    const int saved_, entered_;
+    const Role role_;
   };
   class LaneMeter : public Meter {
    public:
-    explicit LaneMeter(std::unique_ptr<Meter> inner) : inner_(std::move(inner)) {}
+    LaneMeter(LaneTarget* t, std::unique_ptr<Meter> inner) : t_(t), inner_(std::move(inner)) {}
     uint64_t capacity() const override { return inner_->capacity(); }
     uint64_t used() const override { return inner_->used(); }
     uint64_t peak() const override { return inner_->peak(); }
@@ -184,20 +193,59 @@ class NeighbourFailsTarget : public PartitionLikeTarget {
       return inner_->CheckPeak(activity);
     }
     std::unique_ptr<Scope> Enter(int lane, Role role, std::string activity) override {
-      return std::make_unique<LaneScope>(lane, inner_->Enter(lane, role, std::move(activity)));
+      return std::make_unique<LaneScope>(t_, lane, role,
+                                         inner_->Enter(lane, role, std::move(activity)));
     }
 
    private:
+    LaneTarget* const t_;
     const std::unique_ptr<Meter> inner_;
   };
 
   std::unique_ptr<Meter> NewMeter(uint64_t capacity) override {
-    return std::make_unique<LaneMeter>(PartitionLikeTarget::NewMeter(capacity));
+    return std::make_unique<LaneMeter>(this, PartitionLikeTarget::NewMeter(capacity));
   }
+  // A lane's scope of `role` entered (or left).
+  virtual void Entered(int lane, Role role, bool in) {}
+};
+
+// A partition-like target whose second device (lane 1, a neighbour while
+// the vLayers are timed beside busy devices) fails every copy onto it.
+class NeighbourFailsTarget : public LaneTarget {
+ public:
+  using LaneTarget::LaneTarget;
   at::Tensor ToDevice(const at::Tensor& t) override {
     if (tls_lane == 1) throw std::runtime_error("device 1 lost its memory");
     return PartitionLikeTarget::ToDevice(t);
   }
+};
+
+// A partition-like target whose second device takes 4 ms longer over each
+// step; counts the steps each lane finishes while lane 1 computes. Of kind
+// cpu: no untimed warm-up pass, whose steps are not in step.
+class SlowNeighbourTarget : public LaneTarget {
+ public:
+  using LaneTarget::LaneTarget;
+  std::string kind() const override { return "cpu"; }
+  void Entered(int lane, Role role, bool in) override {
+    if (lane != 1 || role != Role::kCompute) return;
+    std::lock_guard<std::mutex> lock(mu);
+    neighbour_computing = in;
+    done[0] = done[1] = 0;
+  }
+  void Synchronize() override {  // A step's end, on its compute thread.
+    const int lane = tls_lane;
+    if (lane == 1) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    std::lock_guard<std::mutex> lock(mu);
+    if (!neighbour_computing || lane < 0 || lane > 1) return;
+    ++done[lane];
+    ++steps_beside[lane];
+    most_apart = std::max(most_apart, std::abs(done[0] - done[1]));
+  }
+  bool neighbour_computing = false;  // Guarded by mu, as the counts.
+  int done[2] = {0, 0};
+  int steps_beside[2] = {0, 0};
+  int most_apart = 0;
 };
 
 // A neighbour that fails while the vLayers are timed beside busy devices
@@ -218,6 +266,32 @@ TEST(TargetTest, ANeighbourThatFailsFailsTheTimesBesideIt) {
       << profile.status();
   EXPECT_NE(profile.status().message().find("device 1 lost its memory"), std::string::npos)
       << profile.status();
+}
+
+// Beside busy devices each step starts on every device at once and its
+// time is the mean of theirs (vlayer_timing.h): a neighbour 4 ms slower per
+// step holds the timed device to within a step of it, and adds half its
+// 4 ms to every time beside it. Free-running neighbours left a GPU
+// partition's backward the GPU to itself at random (H200, 11-28).
+TEST(TargetTest, BesideBusyDevicesEveryStepStartsOnEachAtOnce) {
+  const std::string path = Tmp("resnet_in_step.pt");
+  common::TrainingData sample = WriteResnet(path);
+  ProfilerOptions options;
+  options.max_microbatch = 2;
+  options.repeats = 2;
+  SlowNeighbourTarget fake(1ull << 30);
+  options.target = &fake;
+  absl::StatusOr<proto::ProfileFile> profile = ProfileModel(path, sample, options);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_GT(fake.steps_beside[0], 10);
+  EXPECT_EQ(fake.steps_beside[0], fake.steps_beside[1]);
+  EXPECT_LE(fake.most_apart, 1);
+  for (const proto::VLayerProfile& v : profile->profile().vlayers()) {
+    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+      if (m.forward_fits()) EXPECT_GE(m.forward_time_busy_s(), 0.002) << m.DebugString();
+      if (m.backward_fits()) EXPECT_GE(m.backward_time_busy_s(), 0.002) << m.DebugString();
+    }
+  }
 }
 
 TEST(TargetTest, CudaInABuildWithoutItIsExplained) {

@@ -1,7 +1,6 @@
 #include "planner/profile/vlayer_timing.h"
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <limits>
@@ -345,14 +344,49 @@ struct Step {
   bool backward = false;
 };
 
+// Lanes that compute each step side by side: every lane waits at Arrive
+// until all have come. A lane that stops early Leaves; the others' Arrive
+// then returns false and they stop too, instead of waiting for it.
+class StepBarrier {
+ public:
+  explicit StepBarrier(int lanes) : lanes_(lanes) {}
+  bool Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (left_) return false;
+    const int64_t generation = generation_;
+    if (++arrived_ == lanes_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return true;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation || left_; });
+    return generation_ != generation;
+  }
+  void Leave() {
+    std::lock_guard<std::mutex> lock(mu_);
+    left_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const int lanes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;         // Guarded by mu_.
+  int64_t generation_ = 0;  // Steps all lanes have started; guarded by mu_.
+  bool left_ = false;       // Guarded by mu_.
+};
+
 // Runs `steps` as a device of the runtime does: a copy thread copies each
 // step's weights and inputs onto the device one step ahead (the prefetch)
 // while the calling thread computes the step before, so the compute reads
 // what another core wrote, beside that core's copying. Returns each step's
-// compute seconds; with `stop`, ends early when it is set (a neighbour, on
-// lane `lane` of the target).
+// compute seconds. With `barrier`, each step's compute starts when every
+// lane's does (this one is lane `lane` of the target); a lane that stops
+// early leaves the barrier.
 absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::vector<Step>& steps,
-                                                 const std::atomic<bool>* stop, int lane) {
+                                                 StepBarrier* barrier, int lane) {
   const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
   const bool bounded_out = c.target->kind() != "cpu";
   // Fits were measured already: no cap here (two steps' copies at once).
@@ -442,7 +476,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         ready.pop_front();
         cv.notify_all();
       }
-      if (stop != nullptr && stop->load()) break;
+      if (barrier != nullptr && !barrier->Arrive()) break;
       double t = 0;
       status = common::CallTorch("", [&] { t = Execute(c, step.k, step.backward, p); });
       if (!status.ok()) break;
@@ -459,6 +493,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       cv.notify_all();
     }
   }
+  if (barrier != nullptr && times.size() < steps.size()) barrier->Leave();
   {
     std::lock_guard<std::mutex> lock(mu);
     done = true;
@@ -548,60 +583,56 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int 
   // caching allocator's first cudaMalloc of each size. In the mean of a few
   // passes that was 10-60x a vLayer's time (H100: ln_f's backward 53 ms in
   // turn against 0.4 ms alone). So there each device runs one untimed pass
-  // first, and the timed one starts when its neighbours have too. A virtual
-  // CPU device has none of that (it reuses freed storages from the first
-  // pass on).
+  // first. A virtual CPU device has none of that (it reuses freed storages
+  // from the first pass on).
   const bool warm_up = c.target->kind() != "cpu";
-  std::atomic<bool> stop{false};
+  // Beside `others`, every lane computes the same step at the same time,
+  // and a step's time is the mean of the lanes'. Neighbours that ran their
+  // own passes freely were busy at random moments: the partitions of one
+  // H200 read 0.3-8.6x a GPT-2 XL vLayer's time alone, forward, and
+  // 1.0-1.5x backward, where its vDP training (the devices side by side
+  // on the same tasks) computed 2.9x its time alone (11-28).
+  const int lanes = others + 1;
+  StepBarrier barrier(lanes);
+  std::vector<absl::StatusOr<std::vector<double>>> times(lanes, std::vector<double>());
+  auto run_lane = [&](int lane) {
+    if (warm_up) times[lane] = RunPipelined(c, one_pass, nullptr, lane);
+    if (!times[lane].ok()) {
+      barrier.Leave();
+      return;
+    }
+    times[lane] = RunPipelined(c, steps, others > 0 ? &barrier : nullptr, lane);
+  };
   std::vector<std::thread> neighbours;
-  // A neighbour that fails stops being busy: the times beside it would be
-  // the lone device's, so its failure is the measurement's.
-  std::vector<absl::Status> neighbour_status(others);
-  std::mutex mu;
-  std::condition_variable warmed_cv;
-  int warmed = 0;  // Neighbours past their first pass (or failed); guarded by mu.
   const int threads = common::CallingThreadIntraOpThreads();
-  for (int i = 0; i < others; ++i) {
-    neighbours.emplace_back([&, i, lane = i + 1] {
+  for (int lane = 1; lane < lanes; ++lane) {
+    neighbours.emplace_back([&, lane] {
       common::SetCallingThreadIntraOpThreads(threads);
-      bool first = true;
-      while (!stop.load()) {
-        absl::StatusOr<std::vector<double>> r =
-            RunPipelined(c, first && warm_up ? one_pass : steps, &stop, lane);
-        if (!r.ok()) neighbour_status[i] = r.status();
-        if (first || !r.ok()) {
-          first = false;
-          std::lock_guard<std::mutex> lock(mu);
-          ++warmed;
-          warmed_cv.notify_all();
-        }
-        if (!r.ok()) return;
-      }
+      run_lane(lane);
     });
   }
-  absl::StatusOr<std::vector<double>> times = std::vector<double>();
-  if (warm_up) times = RunPipelined(c, one_pass, nullptr, 0);
-  if (times.ok() && warm_up) {
-    std::unique_lock<std::mutex> lock(mu);
-    warmed_cv.wait(lock, [&] { return warmed >= others; });
-  }
-  if (times.ok()) times = RunPipelined(c, steps, nullptr, 0);
-  stop = true;
+  run_lane(0);
   for (std::thread& t : neighbours) t.join();
-  if (!times.ok()) return times.status();
-  for (int i = 0; i < others; ++i) {
-    if (!neighbour_status[i].ok()) {
+  if (!times[0].ok()) return times[0].status();
+  for (int lane = 1; lane < lanes; ++lane) {
+    if (!times[lane].ok()) {
       return absl::InternalError(absl::StrCat("timing the vLayers beside ", others,
-                                              " busy devices: device ", i + 1, " stopped: ",
-                                              neighbour_status[i].message()));
+                                              " busy devices: device ", lane, " stopped: ",
+                                              times[lane].status().message()));
     }
   }
-  if (times->size() != steps.size()) {
-    return absl::InternalError("timing the vLayers in turn stopped early");
+  std::vector<double> mean(steps.size(), 0.0);
+  for (int lane = 0; lane < lanes; ++lane) {
+    if (times[lane]->size() != steps.size()) {
+      return absl::InternalError(absl::StrCat("timing the vLayers in turn: device ", lane,
+                                              " stopped after ", times[lane]->size(), " of ",
+                                              steps.size(), " steps"));
+    }
+    for (size_t i = 0; i < steps.size(); ++i) mean[i] += (*times[lane])[i] / lanes;
   }
   std::vector<std::vector<double>> f(n), b(n);
   for (size_t i = 0; i < steps.size(); ++i) {
-    (steps[i].backward ? b : f)[steps[i].k].push_back((*times)[i]);
+    (steps[i].backward ? b : f)[steps[i].k].push_back(mean[i]);
   }
   ChainTimes t;
   for (int k = 0; k < n; ++k) {

@@ -103,8 +103,10 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
 // order, then backwards in reverse), weights and inputs copied in by
 // another thread one step ahead and what each made copied out by a third
 // (outputs; gradients added into host copies); the mean of `repeats`
-// passes (the simulator sums times: it needs the expected one). Beside `others` threads doing the same (the plan's other
-// devices, which share the host's cores). A vLayer run over and over on
+// passes (the simulator sums times: it needs the expected one). Beside
+// `others` threads doing the same (the plan's other devices, which share the
+// host's cores, or a GPU's), in step: each step starts on every device at
+// once, and its time is the mean of theirs. A vLayer run over and over on
 // copies just made reads a hot cache the runtime's never has: on the
 // 2-core bench VM it is 1.1-1.2x faster at small microbatches (vgg,
 // microbatch 4), and the runtime was measured up to 1.5x slower per
