@@ -4,8 +4,8 @@ OUT and prints Markdown. Per model: the training footprint over the devices'
 memory; per schedule: the plan, seconds and samples per iteration (median of
 the iterations after the first), the simulated iteration and its error, the
 bytes over the host link per iteration, the host-to-device rate while the
-weights were copying (trace events "weights in") against the profile's
-pinned bandwidth, and Harmony against each baseline."""
+weights were copying (trace events "weights in", after the first iteration)
+against the profile's pinned bandwidth, and Harmony against each baseline."""
 import argparse
 import json
 import os
@@ -44,16 +44,26 @@ def footprint(profile, minibatch):
     return state, activations * minibatch
 
 
-def weights_in_rate(trace_path, weights_in_bytes):
-    """Bytes per second while the weights stream copied: the runtime's
-    weights-in bytes over the summed duration of its "weights in" events."""
-    if not os.path.exists(trace_path) or weights_in_bytes == 0:
+def weights_in_rate(trace_path, weights_in_per_iteration):
+    """Bytes per second while the weights stream copied, after the first
+    iteration (as every other figure; it takes the caching allocator's first
+    allocation of each size): the runtime's weights-in bytes over the summed
+    duration of its "weights in" events. Every iteration runs the same
+    tasks, so the first iteration's events are the earliest 1/N of them."""
+    if not os.path.exists(trace_path) or sum(weights_in_per_iteration) == 0:
         return None
     trace = load_json(trace_path)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    busy_us = sum(e.get("dur", 0) for e in events
-                  if e.get("ph") == "X" and e.get("name", "").startswith("weights in"))
-    return weights_in_bytes / (busy_us * 1e-6) if busy_us > 0 else None
+    copies = sorted((e for e in events
+                     if e.get("ph") == "X" and e.get("name", "").startswith("weights in")),
+                    key=lambda e: e.get("ts", 0))
+    n = len(weights_in_per_iteration)
+    weights_in = sum(weights_in_per_iteration)
+    if n > 1 and copies and len(copies) % n == 0:
+        copies = copies[len(copies) // n:]
+        weights_in = sum(weights_in_per_iteration[1:])
+    busy_us = sum(e.get("dur", 0) for e in copies)
+    return weights_in / (busy_us * 1e-6) if busy_us > 0 else None
 
 
 def schedule_row(out, model, schedule):
@@ -94,7 +104,7 @@ def schedule_row(out, model, schedule):
     row["weights_gradients"] = b.get("weights_in", 0) + b.get("gradients_out", 0)
     row["peak"] = max(int(p) for p in timed[-1].get("device_peak_bytes", [0]))
     row["weights_in_rate"] = weights_in_rate(os.path.join(out, name + ".trace.json"),
-                                             sum(m["bytes"].get("weights_in", 0) for m in lines))
+                                             [m["bytes"].get("weights_in", 0) for m in lines])
     return row
 
 
