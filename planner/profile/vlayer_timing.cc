@@ -529,8 +529,10 @@ double Mean(const std::vector<double>& v) {
 // keeps a GPU's weights: from pageable memory each copy to the device is
 // staged by the driver at a fraction of the link (7.9 GB/s against 54 on an
 // H100), so busy neighbours wait for their copies more than they compute:
-// the likely reason a GPT-2 XL vLayer beside 3 busy partitions of an H100
-// timed 0.86x its time alone, where training measured 2.9x (not yet rerun).
+// part of why a GPT-2 XL vLayer beside 3 busy partitions of an H100 timed
+// 0.86x its time alone, where training measured 2.9x (pinned on the H200,
+// 11-28: 3.29x forward, 1.18x backward; the rest was the neighbours'
+// timing, MeasureInTurn).
 Context Pinned(const Context& c) {
   Context p = c;
   auto pin = [](at::Tensor& t) {
@@ -588,10 +590,10 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int 
   const bool warm_up = c.target->kind() != "cpu";
   // Beside `others`, every lane computes the same step at the same time,
   // and a step's time is the mean of the lanes'. Neighbours that ran their
-  // own passes freely were busy at random moments: the partitions of one
-  // H200 read 0.3-8.6x a GPT-2 XL vLayer's time alone, forward, and
-  // 1.0-1.5x backward, where its vDP training (the devices side by side
-  // on the same tasks) computed 2.9x its time alone (11-28).
+  // own passes freely were busy at random moments: beside 3 partitions of
+  // one H200, GPT-2 XL's blocks read 1.4-8.6x their time alone forward and
+  // 1.0-1.5x backward, where its vDP training (the devices side by side on
+  // the same tasks) computed 3.1x its time alone (11-28).
   const int lanes = others + 1;
   StepBarrier barrier(lanes);
   std::vector<absl::StatusOr<std::vector<double>>> times(lanes, std::vector<double>());
