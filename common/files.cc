@@ -93,30 +93,15 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return contents;
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents) {
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+namespace {
+
+// Makes what was written to `tmp` durable and renames it over `path`
+// (durably too); removes `tmp` on failure.
+absl::Status CommitFile(const std::string& tmp, const std::string& path) {
   {
-    ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                       0644));
-    if (fd.get() < 0) return absl::ErrnoToStatus(errno, tmp);
-    const char* data = contents.data();
-    size_t left = contents.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd.get(), data, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        absl::Status error =
-            absl::ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
-        ::unlink(tmp.c_str());
-        return error;
-      }
-      data += n;
-      left -= static_cast<size_t>(n);
-    }
-    if (::fsync(fd.get()) != 0 || fd.Close() != 0) {
-      absl::Status error =
-          absl::ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
+    ScopedFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0 || ::fsync(fd.get()) != 0 || fd.Close() != 0) {
+      absl::Status error = absl::ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
       ::unlink(tmp.c_str());
       return error;
     }
@@ -132,6 +117,45 @@ absl::Status WriteFileAtomically(const std::string& path,
   ScopedFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
   return absl::OkStatus();
+}
+
+std::string TmpBeside(const std::string& path) {
+  return absl::StrCat(path, ".tmp.", ::getpid());
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents) {
+  return WriteFileAtomicallyWith(path, [&](const std::string& tmp) -> absl::Status {
+    ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return absl::ErrnoToStatus(errno, tmp);
+    const char* data = contents.data();
+    size_t left = contents.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd.get(), data, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return absl::ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
+      }
+      data += n;
+      left -= static_cast<size_t>(n);
+    }
+    if (fd.Close() != 0) return absl::ErrnoToStatus(errno, absl::StrCat("writing ", tmp));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status WriteFileAtomicallyWith(
+    const std::string& path,
+    const std::function<absl::Status(const std::string& tmp)>& write) {
+  const std::string tmp = TmpBeside(path);
+  absl::Status written = write(tmp);
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());
+    return written;
+  }
+  return CommitFile(tmp, path);
 }
 
 std::string Sha256Bytes(absl::string_view data) {

@@ -10,6 +10,7 @@
 #ifndef HARMONY_COMMON_FILES_H_
 #define HARMONY_COMMON_FILES_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,6 +26,16 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // the old contents or the new, never a mix.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
+
+// The same for a writer that writes a file itself (torch::jit::Module::save
+// to a path): `write` is given the temporary path beside `path` to write.
+// A failed write leaves `path` as it was and no temporary file behind.
+// Saving straight to the file spares the two in-memory copies of a
+// serialised model (a GPT of 1.51 GiB: 14.0 s through a string, 3.1 s
+// of it writing).
+absl::Status WriteFileAtomicallyWith(
+    const std::string& path,
+    const std::function<absl::Status(const std::string& tmp)>& write);
 
 // Lower-case hex SHA-256 of `data`.
 std::string Sha256Hex(absl::string_view data);

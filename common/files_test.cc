@@ -20,6 +20,40 @@ TEST(FilesTest, WriteAtomicallyThenRead) {
   EXPECT_EQ(*contents, std::string("second\0x", 8));
 }
 
+// A writer that writes the file itself (a model's save) writes the
+// temporary path, which then replaces the file; a writer that fails leaves
+// the old file and no temporary one.
+TEST(FilesTest, WriteAtomicallyWithAWriterOfItsOwn) {
+  const std::string path = TempPath("atomic-with.txt");
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  std::string given;
+  absl::Status ok = WriteFileAtomicallyWith(path, [&](const std::string& tmp) {
+    given = tmp;
+    EXPECT_NE(tmp, path);
+    return WriteFileAtomically(tmp, "new");  // Any writer of a path.
+  });
+  ASSERT_TRUE(ok.ok()) << ok;
+  EXPECT_EQ(*ReadFileToString(path), "new");
+  EXPECT_EQ(ReadFileToString(given).status().code(), absl::StatusCode::kNotFound);
+
+  absl::Status failed = WriteFileAtomicallyWith(path, [&](const std::string& tmp) {
+    given = tmp;
+    EXPECT_TRUE(WriteFileAtomically(tmp, "half").ok());
+    return absl::DataLossError("the writer stopped halfway");
+  });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+  EXPECT_EQ(*ReadFileToString(path), "new");
+  EXPECT_EQ(ReadFileToString(given).status().code(), absl::StatusCode::kNotFound);
+
+  // A writer that says it wrote but left nothing fails naming the file.
+  absl::Status none = WriteFileAtomicallyWith(path, [](const std::string&) {
+    return absl::OkStatus();
+  });
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.message().find(".tmp."), absl::string_view::npos) << none;
+  EXPECT_EQ(*ReadFileToString(path), "new");
+}
+
 TEST(FilesTest, MissingFileIsNotFoundAndNamesThePath) {
   std::string path = TempPath("does-not-exist.bin");
   absl::StatusOr<std::string> contents = ReadFileToString(path);

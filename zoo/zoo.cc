@@ -5,7 +5,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -160,14 +159,9 @@ absl::Status WriteZooModelAndData(const ZooOptions& options,
                                   const std::string& data_path) {
   HARMONY_ASSIGN_OR_RETURN(torch::jit::Module model, BuildZooModel(options));
   HARMONY_ASSIGN_OR_RETURN(common::TrainingData data, MakeZooData(options));
-  HARMONY_ASSIGN_OR_RETURN(
-      std::string bytes,
-      common::CallTorch(absl::StrCat("serialising ", model_path), [&] {
-        std::ostringstream out;
-        model.save(out);
-        return out.str();
-      }));
-  HARMONY_RETURN_IF_ERROR(common::WriteFileAtomically(model_path, bytes));
+  HARMONY_RETURN_IF_ERROR(common::WriteFileAtomicallyWith(model_path, [&](const std::string& tmp) {
+    return common::CallTorch(absl::StrCat("serialising ", model_path), [&] { model.save(tmp); });
+  }));
   return common::SaveTrainingData(data_path, data);
 }
 

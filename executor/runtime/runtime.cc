@@ -442,13 +442,10 @@ absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& alias) const {
 absl::Status Runtime::SaveModel(const std::string& path) {
   Impl& m = *impl_;
   HARMONY_RETURN_IF_ERROR(m.host->WriteInto(m.model));
-  std::string bytes;
-  HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("saving ", path), [&] {
-    std::ostringstream out;
-    m.model.save(out);
-    bytes = out.str();
-  }, absl::StatusCode::kInternal));
-  return common::WriteFileAtomically(path, bytes);
+  return common::WriteFileAtomicallyWith(path, [&](const std::string& tmp) {
+    return CallTorch(absl::StrCat("saving ", path), [&] { m.model.save(tmp); },
+                     absl::StatusCode::kInternal);
+  });
 }
 
 namespace {
