@@ -1,8 +1,16 @@
 #include "common/tensor_file.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -113,12 +121,59 @@ absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path) {
   return value;
 }
 
+namespace {
+
+// The archive torch::jit::pickle_save makes (torch.save's: "data.pkl" and a
+// record "data/<i>" per storage), written to `path` record by record from
+// the tensors' own storages. pickle_save builds it in memory first, in a
+// vector that doubles: a checkpoint of a 1.51 GiB GPT with Adam (4.53
+// GiB) took the run's resident memory to 22.1 GiB.
+absl::Status WritePickleArchive(const std::string& path, const c10::IValue& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::ErrnoToStatus(errno, path);
+  int write_errno = 0;
+  absl::Status status = CallTorch(absl::StrCat("serialising ", path), [&] {
+    std::vector<char> pickled;  // The structure; the tensors' bytes are records.
+    torch::jit::Pickler pickler(
+        [&](const char* data, size_t n) { pickled.insert(pickled.end(), data, data + n); });
+    pickler.protocol();
+    pickler.pushIValue(value);
+    pickler.stop();
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) -> size_t {
+      const char* p = static_cast<const char*>(data);
+      size_t left = n;
+      while (left > 0) {
+        const ssize_t w = ::write(fd, p, left);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          write_errno = errno;
+          break;
+        }
+        p += w;
+        left -= static_cast<size_t>(w);
+      }
+      return n - left;
+    });
+    const std::vector<at::Tensor>& tensors = pickler.tensorData();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const torch::jit::WriteableTensorData t = torch::jit::getWriteableTensorData(tensors[i]);
+      writer.writeRecord(absl::StrCat("data/", i), t.data(), t.sizeInBytes());
+    }
+    writer.writeRecord("data.pkl", pickled.data(), pickled.size());
+    writer.writeEndOfFile();
+  }, absl::StatusCode::kInternal);
+  const int close_errno = ::close(fd) == 0 ? 0 : errno;
+  if (write_errno != 0) return absl::ErrnoToStatus(write_errno, absl::StrCat("writing ", path));
+  if (!status.ok()) return status;
+  if (close_errno != 0) return absl::ErrnoToStatus(close_errno, absl::StrCat("writing ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value) {
-  HARMONY_ASSIGN_OR_RETURN(
-      std::vector<char> bytes,
-      CallTorch(absl::StrCat("serialising ", path),
-                [&] { return torch::jit::pickle_save(value); }));
-  return WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
+  return WriteFileAtomicallyWith(
+      path, [&](const std::string& tmp) { return WritePickleArchive(tmp, value); });
 }
 
 absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,

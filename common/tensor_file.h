@@ -32,7 +32,9 @@ namespace harmony::common {
 // Loads whatever torch.save stored (tensors, tuples, lists, dicts, scalars).
 absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path);
 
-// Saves `value` so that torch.load opens it. Written atomically.
+// Saves `value` so that torch.load opens it (the archive pickle_save
+// makes), written atomically and record by record from the tensors'
+// storages, never whole in memory.
 absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value);
 
 struct TrainingData {

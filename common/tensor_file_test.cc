@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/script.h>
 
 #include "common/files.h"
@@ -32,6 +33,39 @@ TEST(TensorFileTest, TrainingDataRoundTrip) {
   EXPECT_TRUE(torch::equal(back->inputs[1], data.inputs[1]));
   EXPECT_TRUE(torch::equal(back->targets[0], data.targets[0]));
   EXPECT_EQ(back->size(), 5);
+}
+
+// SaveTensorFile writes record by record what pickle_save builds in memory:
+// the same bytes (what torch.load reads), views of one storage stored once.
+TEST(TensorFileTest, SavedAsPickleSaveMakesIt) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  const at::Tensor flat = torch::randn({64});
+  c10::Dict<std::string, at::Tensor> tensors;
+  tensors.insert("w", flat.narrow(0, 0, 48).view({6, 8}));
+  tensors.insert("b", flat.narrow(0, 48, 16));
+  tensors.insert("ids", torch::randint(0, 9, {5}, torch::kLong));
+  d.insert("tensors", tensors);
+  d.insert("name", std::string("a checkpoint"));
+  d.insert("iteration", int64_t{40});
+  c10::List<std::string> metrics;
+  metrics.push_back("{\"loss\": 2.5}");
+  d.insert("metrics", metrics);
+  const c10::IValue value(d);
+  const std::string path = TempPath("pickled.pt");
+  ASSERT_TRUE(SaveTensorFile(path, value).ok());
+  const std::vector<char> expected = torch::jit::pickle_save(value);
+  absl::StatusOr<std::string> written = ReadFileToString(path);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, std::string(expected.begin(), expected.end()));
+  absl::StatusOr<c10::IValue> back = LoadTensorFile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const auto back_tensors =
+      back->toGenericDict().at(c10::IValue(std::string("tensors"))).toGenericDict();
+  const at::Tensor w = back_tensors.at(c10::IValue(std::string("w"))).toTensor();
+  const at::Tensor b = back_tensors.at(c10::IValue(std::string("b"))).toTensor();
+  EXPECT_TRUE(torch::equal(w, flat.narrow(0, 0, 48).view({6, 8})));
+  EXPECT_TRUE(torch::equal(b, flat.narrow(0, 48, 16)));
+  EXPECT_TRUE(w.is_alias_of(b));  // One storage, as saved.
 }
 
 TEST(TensorFileTest, ReadsTrainingDataSavedByPython) {

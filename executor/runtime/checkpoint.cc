@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "common/tensor_file.h"
 #include "common/torch_status.h"
 
 namespace harmony::executor {
@@ -45,7 +46,7 @@ uint64_t Checkpoint::bytes() const {
 }
 
 absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
-  HARMONY_ASSIGN_OR_RETURN(std::vector<char> bytes, common::CallTorch(
+  HARMONY_ASSIGN_OR_RETURN(c10::IValue value, common::CallTorch(
       absl::StrCat("serialising checkpoint ", path), [&] {
         c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
         d.insert("format", std::string(kFormat));
@@ -63,12 +64,13 @@ absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
         c10::List<std::string> metrics;
         for (const std::string& m : c.metrics) metrics.push_back(m);
         d.insert("metrics", metrics);
-        return torch::jit::pickle_save(c10::IValue(d));
+        return c10::IValue(d);
       }));
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  return common::WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
+  // Written as it is made, from the snapshot's tensors (common/tensor_file.h).
+  return common::SaveTensorFile(path, value);
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
