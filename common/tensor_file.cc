@@ -1,16 +1,23 @@
 #include "common/tensor_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -103,22 +110,108 @@ int64_t TrainingData::size() const {
   return inputs.empty() ? 0 : inputs.front().size(0);
 }
 
-absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path) {
-  HARMONY_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
-  std::vector<char> data(bytes.begin(), bytes.end());
+namespace {
+
+// A file's bytes where the archive reader asks for them (pread): the
+// records come off the disk one at a time, never the whole file at once.
+class FileReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  static absl::StatusOr<std::shared_ptr<FileReader>> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::ErrnoToStatus(errno, path);
+    auto reader = std::shared_ptr<FileReader>(new FileReader(fd));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, path);
+    if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a file"));
+    reader->size_ = static_cast<size_t>(st.st_size);
+    return reader;
+  }
+  ~FileReader() override { ::close(fd_); }
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    char* out = static_cast<char*>(buf);
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(pos + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      done += static_cast<size_t>(r);
+    }
+    return done;
+  }
+
+ private:
+  explicit FileReader(int fd) : fd_(fd) {}
+  const int fd_;
+  size_t size_ = 0;
+};
+
+// Bytes in memory, read where they are.
+class BytesReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BytesReader(absl::string_view bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min(n, bytes_.size() - static_cast<size_t>(pos));
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const absl::string_view bytes_;
+};
+
+// What torch::jit::pickle_load reads (torch.save's archive), each storage
+// read from its record as the unpickler meets it: pickle_load takes the
+// archive as a vector and copies it, so a checkpoint sat in memory three
+// times over (the file's string, the vector, the copy) beside its tensors.
+absl::StatusOr<c10::IValue> ReadArchive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in,
+                                        const std::string& source) {
   absl::StatusOr<c10::IValue> value = CallTorch(
-      absl::StrCat(path, ": not a tensor file written by torch.save"),
-      [&] { return torch::jit::pickle_load(data); });
+      absl::StrCat(source, ": not a tensor file written by torch.save"), [&] {
+        caffe2::serialize::PyTorchStreamReader archive(std::move(in));
+        at::DataPtr pickle;
+        size_t pickle_size = 0;
+        std::tie(pickle, pickle_size) = archive.getRecord("data.pkl");
+        const char* pickled = static_cast<const char*>(pickle.get());
+        size_t pos = 0;
+        torch::jit::Unpickler unpickler(
+            [&](char* buf, size_t n) -> size_t {
+              n = std::min(n, pickle_size - pos);
+              std::memcpy(buf, pickled + pos, n);
+              pos += n;
+              return n;
+            },
+            torch::jit::TypeResolver(), torch::jit::ObjLoader(),
+            std::function<at::DataPtr(const std::string&)>([&](const std::string& key) {
+              return std::get<0>(archive.getRecord(absl::StrCat("data/", key)));
+            }),
+            /*device=*/{});
+        unpickler.set_version(archive.version());
+        return unpickler.parse_ivalue();
+      });
   if (!value.ok() &&
       absl::StrContains(value.status().message(), "Unknown opcode for unpickling at 0x73")) {
     // Python pickles a dict of one entry with SETITEM, which LibTorch 1.13's
     // unpickler does not know (it reads SETITEMS, used for two or more).
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": holds a dict with exactly one entry, which LibTorch 1.13 cannot read "
-              "(pickle opcode SETITEM); save it with a second entry (\"targets\", or "
-              "another input) or as a tuple"));
+        source, ": holds a dict with exactly one entry, which LibTorch 1.13 cannot read "
+                "(pickle opcode SETITEM); save it with a second entry (\"targets\", or "
+                "another input) or as a tuple"));
   }
   return value;
+}
+
+}  // namespace
+
+absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path) {
+  HARMONY_ASSIGN_OR_RETURN(std::shared_ptr<FileReader> file, FileReader::Open(path));
+  return ReadArchive(std::move(file), path);
+}
+
+absl::StatusOr<c10::IValue> ParseTensorFile(absl::string_view bytes, const std::string& source) {
+  return ReadArchive(std::make_shared<BytesReader>(bytes), source);
 }
 
 namespace {

@@ -29,8 +29,14 @@
 
 namespace harmony::common {
 
-// Loads whatever torch.save stored (tensors, tuples, lists, dicts, scalars).
+// Loads whatever torch.save stored (tensors, tuples, lists, dicts, scalars),
+// each storage read from the file as it is met: the file is never whole in
+// memory beside the tensors.
 absl::StatusOr<c10::IValue> LoadTensorFile(const std::string& path);
+
+// The same from a file's bytes in memory (read where they are); `source`
+// names them in errors.
+absl::StatusOr<c10::IValue> ParseTensorFile(absl::string_view bytes, const std::string& source);
 
 // Saves `value` so that torch.load opens it (the archive pickle_save
 // makes), written atomically and record by record from the tensors'

@@ -66,6 +66,17 @@ TEST(TensorFileTest, SavedAsPickleSaveMakesIt) {
   EXPECT_TRUE(torch::equal(w, flat.narrow(0, 0, 48).view({6, 8})));
   EXPECT_TRUE(torch::equal(b, flat.narrow(0, 48, 16)));
   EXPECT_TRUE(w.is_alias_of(b));  // One storage, as saved.
+  // The same from the bytes in memory.
+  absl::StatusOr<c10::IValue> parsed = ParseTensorFile(*written, "the bytes");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const auto parsed_tensors =
+      parsed->toGenericDict().at(c10::IValue(std::string("tensors"))).toGenericDict();
+  EXPECT_TRUE(torch::equal(parsed_tensors.at(c10::IValue(std::string("w"))).toTensor(), w));
+  EXPECT_EQ(parsed->toGenericDict().at(c10::IValue(std::string("iteration"))).toInt(), 40);
+  absl::StatusOr<c10::IValue> cut = ParseTensorFile(written->substr(0, written->size() / 2), "half");
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument) << cut.status();
+  EXPECT_EQ(LoadTensorFile(::testing::TempDir()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TensorFileTest, ReadsTrainingDataSavedByPython) {

@@ -376,12 +376,12 @@ int RunCommand(const std::vector<std::string>& args) {
     absl::Status read = absl::OkStatus();
     if (rank == 0) {
       path = harmony::executor::ResolveCheckpoint(resume);
-      if (path.ok()) {
+      if (!path.ok()) {
+        read = path.status();
+      } else if (world != nullptr) {
         absl::StatusOr<std::string> got = harmony::common::ReadFileToString(*path);
         if (got.ok()) bytes = *std::move(got);
         read = got.status();
-      } else {
-        read = path.status();
       }
     }
     if (world != nullptr) {
@@ -394,7 +394,9 @@ int RunCommand(const std::vector<std::string>& args) {
       bytes = *std::move(shared);
     }
     if (!read.ok()) return Fail(read);
-    auto checkpoint = harmony::executor::ParseCheckpoint(bytes, *path);
+    // Alone, read from the file as it is parsed (never whole in memory).
+    auto checkpoint = world != nullptr ? harmony::executor::ParseCheckpoint(bytes, *path)
+                                       : harmony::executor::ReadCheckpoint(*path);
     if (!checkpoint.ok()) return Fail(checkpoint.status());
     if (checkpoint->iteration >= iterations) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(

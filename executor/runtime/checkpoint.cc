@@ -8,7 +8,6 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -36,54 +35,15 @@ absl::Status Malformed(const std::string& path, absl::string_view why) {
       absl::StrCat(path, ": not a Harmony checkpoint (", why, ")"));
 }
 
-}  // namespace
-
-uint64_t Checkpoint::bytes() const {
-  uint64_t out = 0;
-  for (const auto& [name, t] : weights) out += t.nbytes();
-  for (const auto& [name, t] : optimizer_state) out += t.nbytes();
-  return out;
+// A file that is no torch.save archive is no checkpoint (a missing one is
+// NotFound as it was).
+absl::Status NotACheckpoint(const absl::Status& s, const std::string& path) {
+  return s.code() == absl::StatusCode::kInvalidArgument ? Malformed(path, s.message()) : s;
 }
 
-absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
-  HARMONY_ASSIGN_OR_RETURN(c10::IValue value, common::CallTorch(
-      absl::StrCat("serialising checkpoint ", path), [&] {
-        c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-        d.insert("format", std::string(kFormat));
-        d.insert("model_sha256", c.model_sha256);
-        d.insert("iteration", c.iteration);
-        d.insert("minibatch", c.minibatch);
-        d.insert("world_size", c.world_size);
-        d.insert("seed", static_cast<int64_t>(c.seed));
-        d.insert("shuffle", c.shuffle);
-        d.insert("optimizer", c.optimizer);
-        d.insert("optimizer_steps", c.optimizer_steps);
-        if (!c.recipe.empty()) d.insert("recipe", c.recipe);
-        d.insert("weights", ToDict(c.weights));
-        d.insert("optimizer_state", ToDict(c.optimizer_state));
-        c10::List<std::string> metrics;
-        for (const std::string& m : c.metrics) metrics.push_back(m);
-        d.insert("metrics", metrics);
-        return c10::IValue(d);
-      }));
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  // Written as it is made, from the snapshot's tensors (common/tensor_file.h).
-  return common::SaveTensorFile(path, value);
-}
 
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  HARMONY_ASSIGN_OR_RETURN(std::string bytes, common::ReadFileToString(path));
-  return ParseCheckpoint(bytes, path);
-}
-
-absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::string& path) {
-  std::vector<char> data(bytes.begin(), bytes.end());
-  absl::StatusOr<c10::IValue> value = common::CallTorch(
-      absl::StrCat(path, ": not a Harmony checkpoint"),
-      [&] { return torch::jit::pickle_load(data); }, absl::StatusCode::kInvalidArgument);
-  if (!value.ok()) return value.status();
+absl::StatusOr<Checkpoint> FromValue(const c10::IValue& v, const std::string& path) {
+  const c10::IValue* value = &v;  // As the checks below read it.
   if (!value->isGenericDict()) return Malformed(path, "not a dict");
   const c10::impl::GenericDict d = value->toGenericDict();
   auto get = [&](const char* key) -> absl::StatusOr<c10::IValue> {
@@ -151,6 +111,57 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::s
   }
   return c;
 }
+
+}  // namespace
+
+uint64_t Checkpoint::bytes() const {
+  uint64_t out = 0;
+  for (const auto& [name, t] : weights) out += t.nbytes();
+  for (const auto& [name, t] : optimizer_state) out += t.nbytes();
+  return out;
+}
+
+absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
+  HARMONY_ASSIGN_OR_RETURN(c10::IValue value, common::CallTorch(
+      absl::StrCat("serialising checkpoint ", path), [&] {
+        c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+        d.insert("format", std::string(kFormat));
+        d.insert("model_sha256", c.model_sha256);
+        d.insert("iteration", c.iteration);
+        d.insert("minibatch", c.minibatch);
+        d.insert("world_size", c.world_size);
+        d.insert("seed", static_cast<int64_t>(c.seed));
+        d.insert("shuffle", c.shuffle);
+        d.insert("optimizer", c.optimizer);
+        d.insert("optimizer_steps", c.optimizer_steps);
+        if (!c.recipe.empty()) d.insert("recipe", c.recipe);
+        d.insert("weights", ToDict(c.weights));
+        d.insert("optimizer_state", ToDict(c.optimizer_state));
+        c10::List<std::string> metrics;
+        for (const std::string& m : c.metrics) metrics.push_back(m);
+        d.insert("metrics", metrics);
+        return c10::IValue(d);
+      }));
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  // Written as it is made, from the snapshot's tensors (common/tensor_file.h).
+  return common::SaveTensorFile(path, value);
+}
+
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
+  absl::StatusOr<c10::IValue> value = common::LoadTensorFile(path);
+  if (!value.ok()) return NotACheckpoint(value.status(), path);
+  return FromValue(*value, path);
+}
+
+absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::string& path) {
+  absl::StatusOr<c10::IValue> value = common::ParseTensorFile(bytes, path);
+  if (!value.ok()) return NotACheckpoint(value.status(), path);
+  return FromValue(*value, path);
+}
+
 
 std::string CheckpointPath(const std::string& dir, int64_t iteration) {
   return absl::StrCat(dir, "/", kPrefix, iteration, kSuffix);
