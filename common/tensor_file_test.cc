@@ -73,7 +73,8 @@ TEST(TensorFileTest, SavedAsPickleSaveMakesIt) {
       parsed->toGenericDict().at(c10::IValue(std::string("tensors"))).toGenericDict();
   EXPECT_TRUE(torch::equal(parsed_tensors.at(c10::IValue(std::string("w"))).toTensor(), w));
   EXPECT_EQ(parsed->toGenericDict().at(c10::IValue(std::string("iteration"))).toInt(), 40);
-  absl::StatusOr<c10::IValue> cut = ParseTensorFile(written->substr(0, written->size() / 2), "half");
+  absl::StatusOr<c10::IValue> cut =
+      ParseTensorFile(written->substr(0, written->size() / 2), "half");
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument) << cut.status();
   EXPECT_EQ(LoadTensorFile(::testing::TempDir()).status().code(),
             absl::StatusCode::kInvalidArgument);

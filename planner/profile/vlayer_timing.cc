@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "common/torch_status.h"
 #include "planner/profile/machine.h"
+#include "planner/profile/step_barrier.h"
 
 namespace harmony::planner::timing {
 
@@ -342,40 +343,6 @@ namespace {
 struct Step {
   int k = 0;
   bool backward = false;
-};
-
-// Lanes that compute each step side by side: every lane waits at Arrive
-// until all have come. A lane that stops early Leaves; the others' Arrive
-// then returns false and they stop too, instead of waiting for it.
-class StepBarrier {
- public:
-  explicit StepBarrier(int lanes) : lanes_(lanes) {}
-  bool Arrive() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (left_) return false;
-    const int64_t generation = generation_;
-    if (++arrived_ == lanes_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return true;
-    }
-    cv_.wait(lock, [&] { return generation_ != generation || left_; });
-    return generation_ != generation;
-  }
-  void Leave() {
-    std::lock_guard<std::mutex> lock(mu_);
-    left_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  const int lanes_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;         // Guarded by mu_.
-  int64_t generation_ = 0;  // Steps all lanes have started; guarded by mu_.
-  bool left_ = false;       // Guarded by mu_.
 };
 
 // Runs `steps` as a device of the runtime does: a copy thread copies each
