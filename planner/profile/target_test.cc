@@ -248,18 +248,24 @@ class SlowNeighbourTarget : public LaneTarget {
   int most_apart = 0;
 };
 
+// The small ResNet profiled on `target` at microbatches up to 2.
+absl::StatusOr<proto::ProfileFile> ProfileResnetOn(Target* target, const std::string& name,
+                                                   int repeats) {
+  const std::string path = Tmp(name);
+  common::TrainingData sample = WriteResnet(path);
+  ProfilerOptions options;
+  options.max_microbatch = 2;
+  options.repeats = repeats;
+  options.target = target;
+  return ProfileModel(path, sample, options);
+}
+
 // A neighbour that fails while the vLayers are timed beside busy devices
 // fails the profile, naming it: its times would otherwise be the lone
 // device's, recorded as the busy ones.
 TEST(TargetTest, ANeighbourThatFailsFailsTheTimesBesideIt) {
-  const std::string path = Tmp("resnet_neighbour.pt");
-  common::TrainingData sample = WriteResnet(path);
-  ProfilerOptions options;
-  options.max_microbatch = 2;
-  options.repeats = 1;
   NeighbourFailsTarget fake(3ull << 20);
-  options.target = &fake;
-  absl::StatusOr<proto::ProfileFile> profile = ProfileModel(path, sample, options);
+  absl::StatusOr<proto::ProfileFile> profile = ProfileResnetOn(&fake, "resnet_neighbour.pt", 1);
   ASSERT_FALSE(profile.ok());
   EXPECT_NE(profile.status().message().find("beside 1 busy devices: device 1 stopped"),
             std::string::npos)
@@ -274,14 +280,8 @@ TEST(TargetTest, ANeighbourThatFailsFailsTheTimesBesideIt) {
 // 4 ms to every time beside it. Free-running neighbours left a GPU
 // partition's backward the GPU to itself at random (H200, 11-28).
 TEST(TargetTest, BesideBusyDevicesEveryStepStartsOnEachAtOnce) {
-  const std::string path = Tmp("resnet_in_step.pt");
-  common::TrainingData sample = WriteResnet(path);
-  ProfilerOptions options;
-  options.max_microbatch = 2;
-  options.repeats = 2;
   SlowNeighbourTarget fake(1ull << 30);
-  options.target = &fake;
-  absl::StatusOr<proto::ProfileFile> profile = ProfileModel(path, sample, options);
+  absl::StatusOr<proto::ProfileFile> profile = ProfileResnetOn(&fake, "resnet_in_step.pt", 2);
   ASSERT_TRUE(profile.ok()) << profile.status();
   EXPECT_GT(fake.steps_beside[0], 10);
   EXPECT_EQ(fake.steps_beside[0], fake.steps_beside[1]);
