@@ -14,12 +14,12 @@
 # GPT-2 medium shape at minibatch 16, a VGG of 8 x 128 at 64x64.
 #
 # xl: instead, GPT-2 XL (replay.sh's default GPT) on cuda:4x11GiB at
-# minibatch 32, Harmony, then its plan as a daemon job (the build, then
-# about 320 s on an H100: writing the model 50 s, profiling 2 blocks
-# 105 s, planning 14 s, training 70 s, the daemon job about 75 s). Best as
-# the second call on a warm machine (the build is kept; a machine is
-# given back 30 s after a call). SCHEDULES="harmony ondemand" adds the
-# baseline (about 85 s each; gpipe and dp-swap too).
+# minibatch 32, Harmony, then its plan as a daemon job (the build, about
+# 90 s, then about 340 s on the H200 of 11-28: writing the model 48 s,
+# profiling 2 blocks 95 s, planning 13 s, training 66 s, the daemon job
+# 100 s, of which 78 s loading and writing the 6.29 GiB model, since made
+# faster). SCHEDULES="harmony ondemand" adds the baseline (about 85 s each;
+# gpipe and dp-swap too).
 set -uo pipefail
 if [[ $# -lt 2 || $# -gt 3 || ( $# -eq 3 && $3 != xl ) ]]; then
   sed -n '2,/^set/p' "$0" | sed 's/^# \{0,1\}//;/^set/d' >&2
