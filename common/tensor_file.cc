@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include "absl/strings/match.h"
@@ -263,6 +265,18 @@ absl::Status WritePickleArchive(const std::string& path, const c10::IValue& valu
 }
 
 }  // namespace
+
+absl::Status SaveScriptModule(const torch::jit::Module& module, const std::string& path) {
+  return WriteFileAtomicallyWith(path, [&](const std::string& tmp) -> absl::Status {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::ErrnoToStatus(errno, tmp);
+    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("saving ", path), [&] { module.save(out); },
+                                      absl::StatusCode::kInternal));
+    out.close();
+    if (!out) return absl::ErrnoToStatus(errno != 0 ? errno : EIO, absl::StrCat("writing ", tmp));
+    return absl::OkStatus();
+  });
+}
 
 absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value) {
   return WriteFileAtomicallyWith(

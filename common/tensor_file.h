@@ -27,6 +27,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+
 namespace harmony::common {
 
 // Loads whatever torch.save stored (tensors, tuples, lists, dicts, scalars),
@@ -42,6 +46,11 @@ absl::StatusOr<c10::IValue> ParseTensorFile(absl::string_view bytes, const std::
 // makes), written atomically and record by record from the tensors'
 // storages, never whole in memory.
 absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value);
+
+// Saves a TorchScript module (torch.jit.load opens it), written atomically
+// and straight to the file: the same bytes whatever the path (a module
+// saved to a path names its records after the file).
+absl::Status SaveScriptModule(const torch::jit::Module& module, const std::string& path);
 
 struct TrainingData {
   std::vector<at::Tensor> inputs;

@@ -80,6 +80,20 @@ TEST(TensorFileTest, SavedAsPickleSaveMakesIt) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A module saved to two paths is the same bytes (what a daemon's fetch
+// compares), and torch.jit.load opens it.
+TEST(TensorFileTest, ScriptModulesSavedAlikeWhateverThePath) {
+  torch::jit::Module m("Tiny");
+  m.register_parameter("w", torch::randn({4, 3}), false);
+  const std::string a = TempPath("model-a.pt"), b = TempPath("another-name.bin");
+  ASSERT_TRUE(SaveScriptModule(m, a).ok());
+  ASSERT_TRUE(SaveScriptModule(m, b).ok());
+  EXPECT_EQ(*ReadFileToString(a), *ReadFileToString(b));
+  torch::jit::Module back = torch::jit::load(a);
+  EXPECT_TRUE(torch::equal(back.attr("w").toTensor(), m.attr("w").toTensor()));
+  EXPECT_FALSE(SaveScriptModule(m, TempPath("no/such/dir/m.pt")).ok());
+}
+
 TEST(TensorFileTest, ReadsTrainingDataSavedByPython) {
   // tests/testdata/make_python_fixtures.py: torch.save({"inputs":
   // arange(24).reshape(4, 6) / 10, "targets": [0, 2, 1, 3]}).

@@ -159,9 +159,7 @@ absl::Status WriteZooModelAndData(const ZooOptions& options,
                                   const std::string& data_path) {
   HARMONY_ASSIGN_OR_RETURN(torch::jit::Module model, BuildZooModel(options));
   HARMONY_ASSIGN_OR_RETURN(common::TrainingData data, MakeZooData(options));
-  HARMONY_RETURN_IF_ERROR(common::WriteFileAtomicallyWith(model_path, [&](const std::string& tmp) {
-    return common::CallTorch(absl::StrCat("serialising ", model_path), [&] { model.save(tmp); });
-  }));
+  HARMONY_RETURN_IF_ERROR(common::SaveScriptModule(model, model_path));
   return common::SaveTrainingData(data_path, data);
 }
 

@@ -442,10 +442,7 @@ absl::StatusOr<at::Tensor> Runtime::HostTensor(const std::string& alias) const {
 absl::Status Runtime::SaveModel(const std::string& path) {
   Impl& m = *impl_;
   HARMONY_RETURN_IF_ERROR(m.host->WriteInto(m.model));
-  return common::WriteFileAtomicallyWith(path, [&](const std::string& tmp) {
-    return CallTorch(absl::StrCat("saving ", path), [&] { m.model.save(tmp); },
-                     absl::StatusCode::kInternal);
-  });
+  return common::SaveScriptModule(m.model, path);
 }
 
 namespace {
