@@ -219,68 +219,60 @@ absl::StatusOr<c10::IValue> ParseTensorFile(absl::string_view bytes, const std::
 namespace {
 
 // The archive torch::jit::pickle_save makes (torch.save's: "data.pkl" and a
-// record "data/<i>" per storage), written to `path` record by record from
+// record "data/<i>" per storage), written to `out` record by record from
 // the tensors' own storages. pickle_save builds it in memory first, in a
 // vector that doubles: a checkpoint of a 1.51 GiB GPT with Adam (4.53
 // GiB) took the run's resident memory to 22.1 GiB.
-absl::Status WritePickleArchive(const std::string& path, const c10::IValue& value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::ErrnoToStatus(errno, path);
-  int write_errno = 0;
-  absl::Status status = CallTorch(absl::StrCat("serialising ", path), [&] {
-    std::vector<char> pickled;  // The structure; the tensors' bytes are records.
-    torch::jit::Pickler pickler(
-        [&](const char* data, size_t n) { pickled.insert(pickled.end(), data, data + n); });
-    pickler.protocol();
-    pickler.pushIValue(value);
-    pickler.stop();
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) -> size_t {
-      const char* p = static_cast<const char*>(data);
-      size_t left = n;
-      while (left > 0) {
-        const ssize_t w = ::write(fd, p, left);
-        if (w < 0) {
-          if (errno == EINTR) continue;
-          write_errno = errno;
-          break;
-        }
-        p += w;
-        left -= static_cast<size_t>(w);
-      }
-      return n - left;
-    });
-    const std::vector<at::Tensor>& tensors = pickler.tensorData();
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const torch::jit::WriteableTensorData t = torch::jit::getWriteableTensorData(tensors[i]);
-      writer.writeRecord(absl::StrCat("data/", i), t.data(), t.sizeInBytes());
-    }
-    writer.writeRecord("data.pkl", pickled.data(), pickled.size());
-    writer.writeEndOfFile();
-  }, absl::StatusCode::kInternal);
-  const int close_errno = ::close(fd) == 0 ? 0 : errno;
-  if (write_errno != 0) return absl::ErrnoToStatus(write_errno, absl::StrCat("writing ", path));
-  if (!status.ok()) return status;
-  if (close_errno != 0) return absl::ErrnoToStatus(close_errno, absl::StrCat("writing ", path));
-  return absl::OkStatus();
+void WritePickleArchive(std::ostream& out, const c10::IValue& value) {
+  std::vector<char> pickled;  // The structure; the tensors' bytes are records.
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t n) { pickled.insert(pickled.end(), data, data + n); });
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) -> size_t {
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    return out ? n : 0;
+  });
+  const std::vector<at::Tensor>& tensors = pickler.tensorData();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::jit::WriteableTensorData t = torch::jit::getWriteableTensorData(tensors[i]);
+    writer.writeRecord(absl::StrCat("data/", i), t.data(), t.sizeInBytes());
+  }
+  writer.writeRecord("data.pkl", pickled.data(), pickled.size());
+  writer.writeEndOfFile();
 }
 
-}  // namespace
-
-absl::Status SaveScriptModule(const torch::jit::Module& module, const std::string& path) {
+// Has `write` serialise into a stream on `path`'s temporary file, which
+// then replaces `path` (WriteFileAtomicallyWith).
+absl::Status StreamAtomically(const std::string& path, absl::string_view what,
+                              const std::function<void(std::ostream&)>& write) {
   return WriteFileAtomicallyWith(path, [&](const std::string& tmp) -> absl::Status {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return absl::ErrnoToStatus(errno, tmp);
-    HARMONY_RETURN_IF_ERROR(CallTorch(absl::StrCat("saving ", path), [&] { module.save(out); },
-                                      absl::StatusCode::kInternal));
+    absl::Status written = CallTorch(absl::StrCat(what, " ", path), [&] { write(out); },
+                                     absl::StatusCode::kInternal);
+    // A write the file refused (a full disk) says so, not the serialiser's
+    // "failed writing".
+    if (!written.ok() && !out) {
+      return absl::ErrnoToStatus(errno != 0 ? errno : EIO, absl::StrCat("writing ", tmp));
+    }
+    HARMONY_RETURN_IF_ERROR(written);
     out.close();
     if (!out) return absl::ErrnoToStatus(errno != 0 ? errno : EIO, absl::StrCat("writing ", tmp));
     return absl::OkStatus();
   });
 }
 
+}  // namespace
+
+absl::Status SaveScriptModule(const torch::jit::Module& module, const std::string& path) {
+  return StreamAtomically(path, "saving", [&](std::ostream& out) { module.save(out); });
+}
+
 absl::Status SaveTensorFile(const std::string& path, const c10::IValue& value) {
-  return WriteFileAtomicallyWith(
-      path, [&](const std::string& tmp) { return WritePickleArchive(tmp, value); });
+  return StreamAtomically(path, "serialising",
+                          [&](std::ostream& out) { WritePickleArchive(out, value); });
 }
 
 absl::StatusOr<TrainingData> ToTrainingData(const c10::IValue& value,

@@ -41,11 +41,9 @@ absl::Status NotACheckpoint(const absl::Status& s, const std::string& path) {
   return s.code() == absl::StatusCode::kInvalidArgument ? Malformed(path, s.message()) : s;
 }
 
-
-absl::StatusOr<Checkpoint> FromValue(const c10::IValue& v, const std::string& path) {
-  const c10::IValue* value = &v;  // As the checks below read it.
-  if (!value->isGenericDict()) return Malformed(path, "not a dict");
-  const c10::impl::GenericDict d = value->toGenericDict();
+absl::StatusOr<Checkpoint> FromValue(const c10::IValue& value, const std::string& path) {
+  if (!value.isGenericDict()) return Malformed(path, "not a dict");
+  const c10::impl::GenericDict d = value.toGenericDict();
   auto get = [&](const char* key) -> absl::StatusOr<c10::IValue> {
     auto it = d.find(c10::IValue(std::string(key)));
     if (it == d.end()) return Malformed(path, absl::StrCat("no \"", key, "\""));
@@ -149,7 +147,6 @@ absl::Status WriteCheckpoint(const Checkpoint& c, const std::string& path) {
   return common::SaveTensorFile(path, value);
 }
 
-
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   absl::StatusOr<c10::IValue> value = common::LoadTensorFile(path);
   if (!value.ok()) return NotACheckpoint(value.status(), path);
@@ -161,7 +158,6 @@ absl::StatusOr<Checkpoint> ParseCheckpoint(absl::string_view bytes, const std::s
   if (!value.ok()) return NotACheckpoint(value.status(), path);
   return FromValue(*value, path);
 }
-
 
 std::string CheckpointPath(const std::string& dir, int64_t iteration) {
   return absl::StrCat(dir, "/", kPrefix, iteration, kSuffix);
