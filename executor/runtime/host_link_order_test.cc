@@ -32,14 +32,19 @@ using runtime_testing::Reference;
 using runtime_testing::RunPlan;
 using runtime_testing::TrainingRun;
 
-// Each name's spans in a run's trace, in time order (one per iteration).
+// Each name's spans in a run's trace, in time order (one per iteration),
+// keyed "<device> <name>": in vDP every device computes the same vLayers
+// under the same names, and one device's spans must not stand for
+// another's (the mixed lists made NextBackwardsStashes... fail 1 run in 8).
 std::map<std::string, std::vector<std::pair<double, double>>> Spans(const Runtime& runtime) {
   const nlohmann::json trace = nlohmann::json::parse(runtime.ChromeTrace());
   std::map<std::string, std::vector<std::pair<double, double>>> spans;
   for (const nlohmann::json& e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X") continue;
     const double ts = e["ts"].get<double>();
-    spans[e["name"].get<std::string>()].push_back({ts, ts + e["dur"].get<double>()});
+    const int device = e["pid"].get<int>() - 1;  // trace.cc: a process per device.
+    spans[absl::StrCat(device, " ", e["name"].get<std::string>())].push_back(
+        {ts, ts + e["dur"].get<double>()});
   }
   for (auto& [name, s] : spans) std::sort(s.begin(), s.end());
   return spans;
@@ -56,10 +61,12 @@ int SentLate(const proto::Plan& plan, const Runtime& runtime, int bound) {
     for (const proto::Task& t : device.tasks()) {
       if (t.kind() != proto::FORWARD) continue;
       for (int m = bound; m < t.microbatches_size(); ++m) {
-        const auto& computes = spans[absl::StrCat("forward ", t.vlayers().begin(), "-",
+        const auto& computes = spans[absl::StrCat(device.device(), " forward ",
+                                                  t.vlayers().begin(), "-",
                                                   t.vlayers().end() - 1, " #", m)];
         for (const char* what : {"stash out ", "activations out "}) {
-          const auto& sends = spans[absl::StrCat(what, t.id(), " #", m - bound)];
+          const auto& sends =
+              spans[absl::StrCat(device.device(), " ", what, t.id(), " #", m - bound)];
           for (size_t i = 0; i < std::min(computes.size(), sends.size()); ++i) {
             ++checked;
             late += sends[i].second > computes[i].first + 1 ? 1 : 0;  // 1 us of rounding.
@@ -82,9 +89,10 @@ int CopiedEarly(const proto::Plan& plan, const Runtime& runtime, int ahead) {
     for (const proto::Task& t : device.tasks()) {
       if (t.kind() != proto::BACKWARD) continue;
       for (int m = ahead + 1; m < t.microbatches_size(); ++m) {
-        const auto& computes = spans[absl::StrCat("backward ", t.vlayers().begin(), "-",
+        const auto& computes = spans[absl::StrCat(device.device(), " backward ",
+                                                  t.vlayers().begin(), "-",
                                                   t.vlayers().end() - 1, " #", m - ahead - 1)];
-        const auto& copies = spans[absl::StrCat("stash in ", t.id(), " #", m)];
+        const auto& copies = spans[absl::StrCat(device.device(), " stash in ", t.id(), " #", m)];
         for (size_t i = 0; i < std::min(computes.size(), copies.size()); ++i) {
           ++checked;
           early += copies[i].first + 1 < computes[i].second ? 1 : 0;  // 1 us of rounding.
@@ -106,9 +114,10 @@ struct AcrossTasks {
 };
 AcrossTasks CopiedAcrossTasks(const proto::Plan& plan, const Runtime& runtime, int ahead) {
   auto spans = Spans(runtime);
-  auto compute = [&](const proto::Task& t, int m) -> const std::vector<std::pair<double, double>>& {
-    return spans[absl::StrCat("backward ", t.vlayers().begin(), "-", t.vlayers().end() - 1, " #",
-                              m)];
+  auto compute = [&](uint32_t d, const proto::Task& t,
+                     int m) -> const std::vector<std::pair<double, double>>& {
+    return spans[absl::StrCat(d, " backward ", t.vlayers().begin(), "-", t.vlayers().end() - 1,
+                              " #", m)];
   };
   AcrossTasks a;
   for (const proto::DeviceSchedule& device : plan.devices()) {
@@ -121,9 +130,9 @@ AcrossTasks CopiedAcrossTasks(const proto::Plan& plan, const Runtime& runtime, i
                                        });
       if (t.kind() != proto::BACKWARD || next.kind() != proto::BACKWARD || !reduces) continue;
       const int n = t.microbatches_size();
-      const auto& last = compute(t, n - 1);
-      const auto& bound = compute(t, std::max(n - ahead - 1, 0));
-      const auto& copies = spans[absl::StrCat("stash in ", next.id(), " #0")];
+      const auto& last = compute(device.device(), t, n - 1);
+      const auto& bound = compute(device.device(), t, std::max(n - ahead - 1, 0));
+      const auto& copies = spans[absl::StrCat(device.device(), " stash in ", next.id(), " #0")];
       for (size_t k = 0; k < std::min({last.size(), bound.size(), copies.size()}); ++k) {
         ++a.checked;
         a.early += copies[k].first + 1 < last[k].second ? 1 : 0;  // 1 us of rounding.
