@@ -70,6 +70,10 @@ struct Hold {
   // the place of that hold's (a prefetch's buffer in the room of gradients
   // going out, never on the device together in the runtime).
   int after_hold = -1;
+  // Held at least until this op starts: sends to the host that the runtime
+  // waits for before that compute (Config::host_outputs_pending, kept
+  // activations two microbatches on), however late its copy thread runs.
+  int until_start_of = -1;
 };
 
 class Sim {

@@ -222,6 +222,10 @@ void Sim::Build() {
     std::vector<std::vector<int>> host_out;  // By the microbatch's place in the task.
     const int pending = g_.config.host_outputs_pending;
     std::vector<std::pair<int, int>> sent;   // Compute, last host send.
+    // Holds of sends to the host that the runtime has freed before the
+    // compute of the microbatch at this place (host_outputs_pending) or of
+    // this index (kept activations) starts.
+    std::map<int, std::vector<int>> freed_by_place, freed_by_index;
     bool any_sent = false;
     for (const Microbatch& mb : t.microbatches) {
       const int place = static_cast<int>(host_out.size());
@@ -324,6 +328,11 @@ void Sim::Build() {
       const int compute = Add(d, kCompute, kNoLink, seconds(false), deps,
                               Name([&] { return absl::StrCat(label, " #", mb.index); }));
       ops_[compute].busy = ops_[compute].duration;
+      for (auto* by : {&freed_by_place, &freed_by_index}) {
+        auto it = by->find(by == &freed_by_place ? place : mb.index);
+        if (it == by->end()) continue;
+        for (int h : it->second) holds_[h].until_start_of = compute;
+      }
       ops_[compute].alone = seconds(true);
       if (first_compute_[t.id] < 0) {
         first_compute_[t.id] = compute;
@@ -405,9 +414,10 @@ void Sim::Build() {
           holds_.push_back({d, x->bytes, compute, summed_out, -1, -1, true});
         }
       }
-      // Outputs.
-      uint64_t out_bytes = 0;
-      int last_out = compute;
+      // Outputs: to peers (copied by the compute thread), to the host
+      // (bounded per task: host_outputs_pending), kept (bounded: two on).
+      uint64_t out_bytes = 0, host_bytes = 0, kept_bytes = 0;
+      int last_out = compute, last_host = compute, last_kept = compute;
       for (TransferKind kind :
            {TransferKind::kActivationsOut, TransferKind::kStashOut, TransferKind::kKeptOut}) {
         for (const Transfer* x : Find(t, kind, mb.index)) {
@@ -433,20 +443,35 @@ void Sim::Build() {
           if (x->channel == Channel::kHost && kind != TransferKind::kKeptOut) {
             host_out[place].push_back(op);  // (Kept ones have their own bound.)
           }
-          out_bytes += x->bytes;
           // The compute thread copies to a peer itself; what goes to the
           // host leaves on the copy-out stream while the device goes on.
-          if (x->channel == Channel::kPeer) end_ops_[t.id].push_back(op);
-          last_out = op;
+          if (x->channel == Channel::kPeer) {
+            end_ops_[t.id].push_back(op);
+            out_bytes += x->bytes;
+            last_out = op;
+          } else if (kind == TransferKind::kKeptOut) {
+            kept_bytes += x->bytes;
+            last_kept = op;
+          } else {
+            host_bytes += x->bytes;
+            last_host = op;
+          }
         }
       }
       sent.push_back({compute, host_out[place].empty() ? -1 : host_out[place].back()});
       any_sent = any_sent || !host_out[place].empty();
       // A backward's outputs (the gradients of its inputs) appear at its
       // end, inside its working set until then.
-      if (out_bytes > 0) {
-        holds_.push_back({d, out_bytes, compute, last_out, -1, -1,
-                          t.kind == TaskKind::kBackward});
+      const bool from_end = t.kind == TaskKind::kBackward;
+      if (out_bytes > 0) holds_.push_back({d, out_bytes, compute, last_out, -1, -1, from_end});
+      if (host_bytes > 0) {
+        holds_.push_back({d, host_bytes, compute, last_host, -1, -1, from_end});
+        const int h = static_cast<int>(holds_.size()) - 1;
+        if (pending > 0) freed_by_place[place + pending].push_back(h);
+      }
+      if (kept_bytes > 0) {
+        holds_.push_back({d, kept_bytes, compute, last_kept, -1, -1, from_end});
+        freed_by_index[mb.index + 2].push_back(static_cast<int>(holds_.size()) - 1);
       }
     }
     if (any_sent) host_sends_.push_back(std::move(sent));

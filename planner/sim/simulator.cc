@@ -171,6 +171,7 @@ std::pair<double, double> Sim::Span(const Hold& h) const {
   if (h.after_hold >= 0) from = std::max(from, Span(holds_[h.after_hold]).second);
   double until = h.until_op < 0 ? TaskEnd(-h.until_op - 1) : ops_[h.until_op].end;
   for (int op : h.until_also) until = std::max(until, ops_[op].end);
+  if (h.until_start_of >= 0) until = std::max(until, ops_[h.until_start_of].start);
   if (h.at_least_past_position >= 0) {
     const std::vector<int>& list = device_tasks_.at(h.device);
     const size_t next = static_cast<size_t>(h.at_least_past_position) + 1;
