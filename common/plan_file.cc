@@ -1,9 +1,12 @@
 #include "common/plan_file.h"
 
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "common/units.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
@@ -123,6 +126,45 @@ absl::Status WritePlanJson(const std::string& path, const proto::Plan& plan) {
 absl::StatusOr<proto::Plan> ReadPlanFile(const std::string& path) {
   HARMONY_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   return ParsePlan(bytes, path);
+}
+
+namespace {
+
+// `bytes` as a command line takes it, exactly: "11GiB", "1536KiB", "1000".
+std::string SizeFlag(uint64_t bytes) {
+  for (const auto& [unit, size] : {std::pair<const char*, uint64_t>{"GiB", 1ull << 30},
+                                   {"MiB", 1ull << 20}, {"KiB", 1ull << 10}}) {
+    if (bytes >= size && bytes % size == 0) return absl::StrCat(bytes / size, unit);
+  }
+  return absl::StrCat(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceSpec> PlannedDevices(const proto::Plan& plan) {
+  const uint32_t n = plan.config().num_devices();
+  const uint64_t bytes = plan.config().device_memory_bytes();
+  if (n < 1 || bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan names no devices (", n, " of ", FormatBytes(bytes), "): say --devices"));
+  }
+  const std::string& kind = plan.profile().device_kind();
+  if (kind == "cuda") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan was made for ", n, " CUDA device(s) of ", FormatBytes(bytes),
+        ": say --devices cuda:", n, "x", SizeFlag(bytes),
+        " (partitions of one GPU) or --devices cuda (whole GPUs)"));
+  }
+  if (!kind.empty() && kind != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan's profile names device kind \"", kind,
+        "\" (expected cpu or cuda): say --devices"));
+  }
+  DeviceSpec spec;
+  spec.kind = DeviceSpec::Kind::kCpu;
+  spec.count = static_cast<int>(n);
+  spec.capacity = bytes;
+  return spec;
 }
 
 }  // namespace harmony::common

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/device_spec.h"
 #include "proto/plan.pb.h"
 
 namespace harmony::common {
@@ -49,6 +50,13 @@ absl::Status WritePlanFile(const std::string& path, const proto::Plan& plan);
 absl::Status WritePlanJson(const std::string& path, const proto::Plan& plan);
 
 absl::StatusOr<proto::Plan> ReadPlanFile(const std::string& path);
+
+// The devices `plan` was made for, for a run that names none: virtual CPU
+// devices of the plan's count and memory. FailedPrecondition for a plan
+// profiled on CUDA (partitions or whole GPUs: the user says which, with
+// the command line to type); InvalidArgument when the plan names no
+// devices or an unknown kind.
+absl::StatusOr<DeviceSpec> PlannedDevices(const proto::Plan& plan);
 
 }  // namespace harmony::common
 

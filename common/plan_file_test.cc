@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/device_spec.h"
 #include "common/files.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -112,6 +113,38 @@ TEST(PlanFileTest, MissingOrNewerSchemaVersion) {
 TEST(PlanFileTest, MissingFileIsNotFound) {
   EXPECT_EQ(ReadPlanFile(TempPath("nope.pb")).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A run that names no devices gets the plan's: virtual CPU devices of its
+// count and memory; a CUDA plan asks which, with the flag to type.
+TEST(PlanFileTest, PlannedDevicesAreThePlansOrAskForCuda) {
+  proto::Plan plan = proto::testing::MakeSamplePlan();
+  plan.mutable_config()->set_num_devices(3);
+  plan.mutable_config()->set_device_memory_bytes(3ull << 20);
+  plan.mutable_profile()->set_device_kind("cpu");
+  absl::StatusOr<DeviceSpec> cpu = PlannedDevices(plan);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->kind, DeviceSpec::Kind::kCpu);
+  EXPECT_EQ(cpu->count, 3);
+  EXPECT_EQ(cpu->capacity, 3ull << 20);
+
+  plan.mutable_config()->set_device_memory_bytes(11ull << 30);
+  plan.mutable_profile()->set_device_kind("cuda");
+  absl::StatusOr<DeviceSpec> cuda = PlannedDevices(plan);
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(cuda.status().message().find("3 CUDA device(s) of 11.00 GiB: say --devices "
+                                         "cuda:3x11GiB (partitions of one GPU) or --devices cuda"),
+            absl::string_view::npos)
+      << cuda.status();
+  // The flag it names parses to the plan's devices.
+  absl::StatusOr<DeviceSpec> typed = ParseDeviceSpec("cuda:3x11GiB");
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(typed->capacity, 11ull << 30);
+
+  plan.mutable_profile()->set_device_kind("tpu");
+  EXPECT_EQ(PlannedDevices(plan).status().code(), absl::StatusCode::kInvalidArgument);
+  plan.mutable_config()->set_num_devices(0);
+  EXPECT_EQ(PlannedDevices(plan).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ int RunCommand(const std::vector<std::string>& args) {
   double lr = 0.01, momentum = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   uint64_t seed = 0;
   po::options_description flags(
-      "Usage: harmony-exec run PLAN --model M --data D --iterations K --devices cpu:NxSIZE\n\n"
+      "Usage: harmony-exec run PLAN --model M --data D --iterations K [--devices cpu:NxSIZE]\n\n"
       "Trains the model with the plan: weights, gradients and activations are\n"
       "swapped between host and devices as the plan says, the CPU optimizer\n"
       "updates each pack as soon as its gradients are in.\n\nFlags");
@@ -113,7 +113,7 @@ int RunCommand(const std::vector<std::string>& args) {
        "run trains the ones its checkpoint has not")
       ("devices", po::value(&devices_text),
        "devices, e.g. cpu:2x256MiB; in a CUDA build also cuda, cuda:N or cuda:NxSIZE "
-       "(required)")
+       "(default: the virtual CPU devices the plan was made for)")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "sgd | adam | adamw")
       ("lr", po::value(&lr)->default_value(lr), "learning rate")
       ("momentum", po::value(&momentum)->default_value(momentum), "SGD momentum")
@@ -182,10 +182,9 @@ int RunCommand(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (auto code = ParseFlags(args, flags, all, positional, vm)) return *code;
   po::notify(vm);
-  if (plan_path.empty() || model.empty() || data.empty() || iterations < 1 ||
-      devices_text.empty()) {
-    std::cerr << "harmony-exec: run needs PLAN, --model, --data, --iterations (>= 1) and "
-                 "--devices (see --help)\n";
+  if (plan_path.empty() || model.empty() || data.empty() || iterations < 1) {
+    std::cerr << "harmony-exec: run needs PLAN, --model, --data and --iterations (>= 1) "
+                 "(see --help)\n";
     return 2;
   }
   if (checkpoint_dir.empty() && (checkpoint_every > 0 || checkpoint_minutes > 0)) {
@@ -205,8 +204,10 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   auto plan = harmony::common::ReadPlanFile(plan_path);
   if (!plan.ok()) return Fail(plan.status());
-  auto devices = harmony::common::ParseDeviceSpec(devices_text);
+  auto devices = devices_text.empty() ? harmony::common::PlannedDevices(*plan)
+                                      : harmony::common::ParseDeviceSpec(devices_text);
   if (!devices.ok()) return Fail(devices.status());
+  if (devices_text.empty()) std::cout << "devices: the plan's, " << devices->ToString() << "\n";
   auto kind = harmony::optim::ParseOptimizerKind(optimizer);
   if (!kind.ok()) return Fail(kind.status());
   ReadRecipeSwitches(vm, &recipe_flags);

@@ -189,11 +189,13 @@ TEST(ExecCliTest, CheckpointsResumeAndCtrlCStopsWithOne) {
 TEST(ExecCliTest, TrainsAModelScriptedInPython) {
   const std::string plan = Plan("tests/testdata/user_bert.pt",
                                 "tests/testdata/user_bert_data.pt", "16MiB", "user_bert");
+  // No --devices: the plan's.
   auto r = RunCommand(absl::StrCat(kExec, " run ", plan,
                                    " --model tests/testdata/user_bert.pt"
                                    " --data tests/testdata/user_bert_data.pt"
-                                   " --iterations 2 --devices cpu:2x16MiB"));
+                                   " --iterations 2"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "devices: the plan's, cpu:2x16.00 MiB\n")) << r.output;
   EXPECT_TRUE(Contains(r.output, "iter 2/2")) << r.output;
   // Each of the 2 devices computes on half the host's hardware threads, as
   // harmony-plan profiled them (no note about a different count).
