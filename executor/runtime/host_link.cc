@@ -14,17 +14,46 @@ double HostLink::Now() const {
 }
 
 void HostLink::Cross(LinkDirection direction, uint64_t bytes, double since) {
-  if (bytes_per_s_ <= 0 || bytes == 0) return;
+  if (bytes == 0) return;
   const int d = static_cast<int>(direction);
+  if (bytes_per_s_ <= 0) {
+    const double now = Now();
+    std::lock_guard<std::mutex> lock(mu_);
+    bytes_[d] += bytes;
+    spans_[d].push_back({since, std::max(since, now)});
+    return;
+  }
   double end;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const double start = std::max(since, free_at_[d]);
     end = start + static_cast<double>(bytes) / bytes_per_s_;
     free_at_[d] = end;
+    bytes_[d] += bytes;
+    spans_[d].push_back({start, end});
   }
   const double wait = end - Now();
   common::PreciseSleepFor(wait);  // Not Linux's default 50 us late.
+}
+
+LinkUse HostLink::TakeUse(LinkDirection direction) {
+  const int d = static_cast<int>(direction);
+  std::vector<std::pair<double, double>> spans;
+  LinkUse use;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spans.swap(spans_[d]);
+    use.bytes = bytes_[d];
+    bytes_[d] = 0;
+  }
+  std::sort(spans.begin(), spans.end());
+  double covered_until = -1;  // Spans are on the link's clock, from 0.
+  for (const auto& [from, until] : spans) {
+    const double start = std::max(from, covered_until);
+    if (until > start) use.busy_s += until - start;
+    covered_until = std::max(covered_until, until);
+  }
+  return use;
 }
 
 }  // namespace harmony::executor

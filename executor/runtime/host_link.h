@@ -6,6 +6,11 @@
 // or from when the link is free, whichever is later. Figures made so are
 // labelled emulated. With no bandwidth, nothing is held.
 //
+// Either way the link keeps what crossed it per direction (TakeUse): the
+// bytes, and the seconds during which at least one copy was crossing, so
+// that bytes / busy seconds is the link's rate while in use, however many
+// devices copied at once (on a GPU, the rate the swaps get from PCIe).
+//
 // Thread-safety: thread-safe.
 
 #ifndef HARMONY_EXECUTOR_RUNTIME_HOST_LINK_H_
@@ -14,10 +19,19 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace harmony::executor {
 
 enum class LinkDirection { kToDevice = 0, kToHost = 1 };
+
+// What crossed the link in one direction: bytes, and the seconds during
+// which at least one copy was crossing (the union of the copies' spans).
+struct LinkUse {
+  uint64_t bytes = 0;
+  double busy_s = 0;
+};
 
 class HostLink {
  public:
@@ -32,13 +46,22 @@ class HostLink {
 
   // Holds the caller until `bytes` have crossed in `direction`, counting
   // from `since` (a Now() value) or from when the link is free.
+  // Emulated or not, the copy's span (from `since` until now, or its
+  // emulated span) and bytes count in the link's use.
   void Cross(LinkDirection direction, uint64_t bytes, double since);
+
+  // The use in `direction` since the last TakeUse of it (or since the link
+  // was made), which starts afresh.
+  LinkUse TakeUse(LinkDirection direction);
 
  private:
   const double bytes_per_s_;
   const std::chrono::steady_clock::time_point epoch_;
   std::mutex mu_;
   double free_at_[2] = {0, 0};  // Guarded by mu_.
+  // Per direction, since the last TakeUse: bytes, and the copies' spans.
+  uint64_t bytes_[2] = {0, 0};                          // Guarded by mu_.
+  std::vector<std::pair<double, double>> spans_[2];     // Guarded by mu_.
 };
 
 }  // namespace harmony::executor

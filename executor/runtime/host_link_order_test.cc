@@ -223,12 +223,7 @@ TEST(HostLinkOrderTest, BoundedHostSendsTrainTheSameAndWaitForTheLink) {
     // One device, packs of one vLayer, 8 microbatches of 1 per task.
     Config c = MakeConfig(m, Mode::kVpp, 1, 1, 1, 1, 1);
     const proto::Plan free = MakePlan(m, c);
-    // Sends to the host bounded, so that the peaks are the plan's however
-  // late the copy threads run: unbounded, the runtime held a backward's
-  // sends two microbatches late on 2 loaded cores, 448 B over the planned
-  // peak in about 1 run in 8 (the simulator times the link, not the host's
-  // threads).
-  c.host_outputs_pending = 1;
+    c.host_outputs_pending = 1;
     const proto::Plan bounded = MakePlan(m, c);
     ASSERT_EQ(bounded.config().host_outputs_pending(), 1u);
     RuntimeOptions o = Options(1, 1ull << 30, Optimizer("sgd"));
@@ -245,6 +240,23 @@ TEST(HostLinkOrderTest, BoundedHostSendsTrainTheSameAndWaitForTheLink) {
     ExpectSameLosses(held.losses, piled.losses, 0);
     EXPECT_EQ(SentLate(bounded, *held.runtime, 1), 0);
     EXPECT_GT(SentLate(free, *piled.runtime, 1), 0);
+    // The link's use (IterationMetrics::to_device_busy_s, ...): every byte
+    // of every kind crossed it, and while it was busy it ran at the
+    // emulated rate, one copy after another.
+    for (const IterationMetrics& it : held.metrics) {
+      EXPECT_EQ(it.to_device_link_bytes, it.bytes.to_device());
+      EXPECT_EQ(it.to_host_link_bytes, it.bytes.to_host());
+      ASSERT_GT(it.to_device_busy_s, 0);
+      ASSERT_GT(it.to_host_busy_s, 0);
+      EXPECT_NEAR(it.to_device_link_bytes / it.to_device_busy_s / o.emulate_host_link, 1, 1e-6);
+      EXPECT_NEAR(it.to_host_link_bytes / it.to_host_busy_s / o.emulate_host_link, 1, 1e-6);
+    }
+    // Not emulated: the copies' own spans, within the iteration.
+    for (const IterationMetrics& it : fast.metrics) {
+      EXPECT_EQ(it.to_device_link_bytes, it.bytes.to_device());
+      ASSERT_GT(it.to_device_busy_s, 0);
+      EXPECT_LT(it.to_device_busy_s, it.seconds);
+    }
   }
 }
 

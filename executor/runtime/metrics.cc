@@ -34,6 +34,11 @@ std::string MetricsJson(const IterationMetrics& m) {
       {"compute_s", m.compute_s},
       {"swap_wait_s", m.swap_wait_s},
       {"optimizer_s", m.optimizer_s},
+      {"host_link",
+       {{"to_device_bytes", m.to_device_link_bytes},
+        {"to_device_busy_s", m.to_device_busy_s},
+        {"to_host_bytes", m.to_host_link_bytes},
+        {"to_host_busy_s", m.to_host_busy_s}}},
       {"emulated_host_link", m.emulated_link},
       {"lr", m.learning_rate},
   };

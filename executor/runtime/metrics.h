@@ -67,6 +67,12 @@ struct IterationMetrics {
   double swap_wait_s = 0;
   // The host's CPU optimizer.
   double optimizer_s = 0;
+  // The host link per direction (HostLink::TakeUse): bytes that crossed and
+  // the seconds during which at least one copy was crossing, whatever the
+  // devices copying at once. bytes / busy seconds is the link's rate while
+  // in use: on a GPU, against pinned copies, how well the swaps use PCIe.
+  uint64_t to_device_link_bytes = 0, to_host_link_bytes = 0;
+  double to_device_busy_s = 0, to_host_busy_s = 0;
   // The learning rate of this iteration's update (the schedule's).
   double learning_rate = 0;
   // With gradient clipping (RuntimeOptions::clip_grad_norm): the total

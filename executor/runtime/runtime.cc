@@ -353,6 +353,9 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   m.reduction.StartIteration();
   m.peer_weights->StartIteration();
   m.counters.Reset();
+  // What crossed the link before (an evaluation, say) is not this iteration's.
+  m.link->TakeUse(LinkDirection::kToDevice);
+  m.link->TakeUse(LinkDirection::kToHost);
   for (auto& d : m.devices) d->ResetPeak();
   m.host->StartIteration();
   std::vector<uint64_t> allocations_before, reused_before;
@@ -395,6 +398,12 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   out.seconds = Since(start);
   out.samples_per_s = m.minibatch / out.seconds;
   m.counters.Fill(out);
+  const LinkUse to_device = m.link->TakeUse(LinkDirection::kToDevice);
+  const LinkUse to_host = m.link->TakeUse(LinkDirection::kToHost);
+  out.to_device_link_bytes = to_device.bytes;
+  out.to_device_busy_s = to_device.busy_s;
+  out.to_host_link_bytes = to_host.bytes;
+  out.to_host_busy_s = to_host.busy_s;
   for (size_t d = 0; d < m.devices.size(); ++d) {
     out.device_peak_bytes.push_back(m.devices[d]->peak());
     out.device_peak_activity.push_back(m.devices[d]->peak_activity());

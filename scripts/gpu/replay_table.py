@@ -103,6 +103,11 @@ def schedule_row(out, model, schedule):
     row["peer"] = b.get("peer", 0)
     row["weights_gradients"] = b.get("weights_in", 0) + b.get("gradients_out", 0)
     row["peak"] = max(int(p) for p in timed[-1].get("device_peak_bytes", [0]))
+    # The link as a whole (metrics' host_link): every copy to the devices
+    # while any was crossing, copies of several devices at once counted once.
+    link = [m["host_link"] for m in timed if "host_link" in m]
+    busy = sum(l.get("to_device_busy_s", 0) for l in link)
+    row["link_rate"] = sum(l.get("to_device_bytes", 0) for l in link) / busy if busy > 0 else None
     row["weights_in_rate"] = weights_in_rate(os.path.join(out, name + ".trace.json"),
                                              [m["bytes"].get("weights_in", 0) for m in lines])
     return row
@@ -145,24 +150,29 @@ def model_section(out, model, schedules):
     lines.append("")
     lines.append("| schedule | plan | s / iteration | samples/s | simulated (error) | compute, summed over devices | "
                  "host link per iteration (in / out) | weights + gradients | H2D while copying weights "
-                 "(of pinned) | peak device memory | Harmony's samples/s ÷ | its weights+gradients ÷ Harmony's |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "(of pinned) | H2D link while busy, every copy (of pinned) | peak device memory | "
+                 "Harmony's samples/s ÷ | its weights+gradients ÷ Harmony's |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     harmony = next((r for r in rows if r["schedule"] == "harmony" and r["status"] == "trained"), None)
     for r in rows:
         if r["status"] != "trained":
             plan = f'{r["mode"]}, u={r["microbatch"]}' if "mode" in r else ""
-            lines.append(f'| {r["schedule"]} | {plan} | {r["status"]} |' + " |" * 9)
+            lines.append(f'| {r["schedule"]} | {plan} | {r["status"]} |' + " |" * 10)
             continue
         error = (r["simulated_s"] - r["seconds"]) / r["seconds"]
         rate = r["weights_in_rate"]
-        h2d = (f"{rate / 1e9:.1f} GB/s" + (f" ({rate / pinned:.0%})" if pinned else "")) if rate else "n/a"
+        def of_pinned(rate):
+            return (f"{rate / 1e9:.1f} GB/s" + (f" ({rate / pinned:.0%})" if pinned else "")
+                    if rate else "n/a")
+        h2d = of_pinned(rate)
+        link_h2d = of_pinned(r["link_rate"])
         versus = ratio(harmony["samples_per_s"], r["samples_per_s"]) if harmony else "n/a"
         bytes_ratio = ratio(r["weights_gradients"], harmony["weights_gradients"]) if harmony else "n/a"
         lines.append(
             f'| {r["schedule"]} | {r["mode"]}, u={r["microbatch"]} | {fmt_s(r["seconds"])} | '
             f'{r["samples_per_s"]:.2f} | {fmt_s(r["simulated_s"])} ({error:+.0%}) | {fmt_s(r["compute_s"])} | '
             f'{fmt_bytes(r["to_device"])} / {fmt_bytes(r["to_host"])} | {fmt_bytes(r["weights_gradients"])} | '
-            f'{h2d} | {fmt_bytes(r["peak"])} | {versus} | {bytes_ratio} |')
+            f'{h2d} | {link_h2d} | {fmt_bytes(r["peak"])} | {versus} | {bytes_ratio} |')
     lines.append("")
     return lines
 
