@@ -27,6 +27,39 @@ const TraceEvent& Event(const SimResult& r, const std::string& name, int device 
   return none;
 }
 
+// One device in vDP over the fake model `m` of 4 vLayers: the forward pack
+// [0-1] takes 1 MiB in per sample and sends 2 MiB out (vLayer 0's output as
+// the stash of [1-1], vLayer 1's to the fused pack), with sends to the host
+// bounded at `pending`; what the forward sends to the host in its
+// microbatch 0 into `sent`.
+SimResult SimulateSends(const CostModel& m, int minibatch, int pending,
+                        uint64_t* sent = nullptr) {
+  Config c;
+  c.mode = Mode::kVdp;
+  c.num_devices = 1;
+  c.device_memory = 1ull << 34;
+  c.minibatch = minibatch;
+  c.forward_packs = {{0, 2}};
+  c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
+  c.host_outputs_pending = pending;
+  auto g = BuildTaskGraph(m, c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (sent != nullptr) {
+    *sent = 0;
+    for (const Task& t : g->tasks) {
+      if (t.kind != TaskKind::kForward) continue;
+      for (const Transfer& x : t.transfers) {
+        const bool out =
+            x.kind == TransferKind::kActivationsOut || x.kind == TransferKind::kStashOut;
+        if (out && x.channel == Channel::kHost && x.microbatch == 0) *sent += x.bytes;
+      }
+    }
+  }
+  auto r = Simulate(m, *g);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
 // Where the link is slower than the compute, a task's sends to the host
 // queue: unbounded, the device holds more of them the more microbatches it
 // runs; bounded (Config::host_outputs_pending), at most that many, whatever
@@ -37,23 +70,7 @@ TEST(SimulatorTest, HostSendsPendingAreBoundedPerTask) {
   o.activation_bytes = 1 << 20;  // 1 MiB per sample per vLayer, 10.5 ms on the link.
   o.bandwidth = 1e8;
   auto m = *CostModel::Create(MakeFakeProfile(o));
-  auto run = [&](int minibatch, int pending) {
-    Config c;
-    c.mode = Mode::kVdp;
-    c.num_devices = 1;
-    c.device_memory = 1ull << 34;
-    c.minibatch = minibatch;
-    // The forward takes 1 MiB in per sample and sends 2 MiB out: vLayer
-    // 0's output as the stash of [1-1], vLayer 1's to the fused pack.
-    c.forward_packs = {{0, 2}};
-    c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
-    c.host_outputs_pending = pending;
-    auto g = BuildTaskGraph(*m, c);
-    EXPECT_TRUE(g.ok()) << g.status();
-    auto r = Simulate(*m, *g);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return *r;
-  };
+  auto run = [&](int minibatch, int pending) { return SimulateSends(*m, minibatch, pending); };
   const SimResult free16 = run(16, 0), free32 = run(32, 0);
   const SimResult bound16 = run(16, 4), bound32 = run(32, 4);
   // Unbounded, the forward's sends pile up: one more pending per two
@@ -94,30 +111,7 @@ TEST(SimulatorTest, BoundedHostSendsAreHeldUntilTheComputeThatWaitsForThem) {
   o.bandwidth = 1e13;
   auto m = *CostModel::Create(MakeFakeProfile(o));
   uint64_t sent = 0;  // By a forward microbatch, to the host.
-  auto run = [&](int pending) {
-    Config c;
-    c.mode = Mode::kVdp;
-    c.num_devices = 1;
-    c.device_memory = 1ull << 34;
-    c.minibatch = 16;
-    c.forward_packs = {{0, 2}};
-    c.backward_packs = {{0, 1}, {1, 2}, {2, 4}};
-    c.host_outputs_pending = pending;
-    auto g = BuildTaskGraph(*m, c);
-    EXPECT_TRUE(g.ok()) << g.status();
-    sent = 0;
-    for (const Task& t : g->tasks) {
-      if (t.kind != TaskKind::kForward) continue;
-      for (const Transfer& x : t.transfers) {
-        const bool out = x.kind == TransferKind::kActivationsOut ||
-                         x.kind == TransferKind::kStashOut;
-        if (out && x.channel == Channel::kHost && x.microbatch == 0) sent += x.bytes;
-      }
-    }
-    auto r = Simulate(*m, *g);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return *r;
-  };
+  auto run = [&](int pending) { return SimulateSends(*m, 16, pending, &sent); };
   const SimResult free = run(0), one = run(1), five = run(5), seven = run(7);
   ASSERT_GT(sent, 0u);
   EXPECT_LE(one.device_peak[0], free.device_peak[0]);
