@@ -166,7 +166,9 @@ TEST(ProfilerTest, ProbingFindsTheLargestMicrobatchThatFits) {
         EXPECT_LE(std::min(first, m.backward_peak_bytes()), 3ull << 20);
       }
       // Every vLayer fits at every size up to the model's largest.
-      if (m.size() <= bwd) EXPECT_TRUE(m.backward_fits()) << m.size();
+      if (m.size() <= bwd) {
+        EXPECT_TRUE(m.backward_fits()) << m.size();
+      }
       if (m.size() == bwd) largest_profiled = true;
     }
   }

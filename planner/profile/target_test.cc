@@ -129,7 +129,9 @@ TEST(TargetTest, APeakCheckedAfterwardsProbesAsARefusedAllocationDoes) {
       const proto::MicrobatchProfile& b = c.vlayers(k).by_microbatch(i);
       EXPECT_EQ(a.backward_fits(), b.backward_fits()) << "vLayer " << k << " u " << a.size();
       EXPECT_EQ(a.forward_fits(), b.forward_fits()) << "vLayer " << k << " u " << a.size();
-      if (a.backward_fits()) EXPECT_EQ(a.backward_peak_bytes(), b.backward_peak_bytes());
+      if (a.backward_fits()) {
+        EXPECT_EQ(a.backward_peak_bytes(), b.backward_peak_bytes());
+      }
     }
   }
   EXPECT_EQ(p.device_kind(), "partition-like");
@@ -288,8 +290,12 @@ TEST(TargetTest, BesideBusyDevicesEveryStepStartsOnEachAtOnce) {
   EXPECT_LE(fake.most_apart, 1);
   for (const proto::VLayerProfile& v : profile->profile().vlayers()) {
     for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
-      if (m.forward_fits()) EXPECT_GE(m.forward_time_busy_s(), 0.002) << m.DebugString();
-      if (m.backward_fits()) EXPECT_GE(m.backward_time_busy_s(), 0.002) << m.DebugString();
+      if (m.forward_fits()) {
+        EXPECT_GE(m.forward_time_busy_s(), 0.002) << m.DebugString();
+      }
+      if (m.backward_fits()) {
+        EXPECT_GE(m.backward_time_busy_s(), 0.002) << m.DebugString();
+      }
     }
   }
 }
