@@ -349,7 +349,8 @@ absl::StatusOr<PlanProfile> ObtainProfile(const PlanFlags& f, uint64_t memory,
   if (!measured.ok()) return measured.status();
   out.profile = *std::move(measured);
   std::cerr << GemmWarning(out.profile.profile().gemm_flop_per_s(),
-                           static_cast<int>(out.profile.profile().host_threads()));
+                           static_cast<int>(out.profile.profile().host_threads()))
+            << BlasCoreHint();
   return out;
 }
 

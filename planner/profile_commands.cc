@@ -23,6 +23,7 @@
 #include "common/torch_status.h"
 #include "common/units.h"
 #include "planner/cli.h"
+#include "planner/profile/machine.h"
 #include "planner/profile/profiler.h"
 
 namespace harmony::planner::cli {
@@ -135,6 +136,7 @@ int ProfileCommand(const std::vector<std::string>& args) {
             << " vLayers) on " << spec->ToString() << " in "
             << absl::StrFormat("%.1f s", seconds) << "\n\n"
             << harmony::planner::ProfileSummary(*profile);
+  std::cerr << harmony::planner::BlasCoreHint();
   if (!out.empty()) {
     absl::Status written = harmony::planner::WriteProfileFile(out, *profile);
     if (!written.ok()) return Fail(written);

@@ -49,6 +49,18 @@ inline constexpr double kSlowGemmPerCorePair = 20e9;
 // kSlowGemmPerCorePair per pair of `host_threads`; empty otherwise.
 std::string GemmWarning(double flop_per_s, int host_threads);
 
+// A note when OpenBLAS (behind LibTorch's libblas.so.3) runs kernels
+// without AVX-512 on a CPU that has it: held there by OPENBLAS_CORETYPE
+// (Haswell on this project's VMs, where fp32 2048^3 matrix multiplies ran
+// 1.9x as fast without it: AMD EPYC, Zen 5, 2 threads; OpenBLAS then picks
+// Cooperlake), or because it took the CPU for an older one. Empty when the
+// BLAS is not OpenBLAS, its core has AVX-512 kernels or the CPU has none.
+std::string BlasCoreHint();
+// The same from its parts: OpenBLAS's core name ("" when not OpenBLAS),
+// whether the CPU has AVX-512 (F, BW, DQ and VL), OPENBLAS_CORETYPE (nullptr:
+// unset).
+std::string BlasCoreHintFor(const std::string& core, bool cpu_has_avx512, const char* coretype);
+
 }  // namespace harmony::planner
 
 #endif  // HARMONY_PLANNER_PROFILE_MACHINE_H_

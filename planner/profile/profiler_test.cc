@@ -142,6 +142,24 @@ TEST(ProfilerTest, SlowMatrixMultipliesAreWarnedAbout) {
   EXPECT_EQ(GemmWarning(0, 2), "");     // Not measured.
 }
 
+// OpenBLAS on kernels without AVX-512 on a CPU that has it gets a note:
+// the variable that holds it there, or the one that would not; nothing when
+// its core has them, the CPU has not, or the BLAS is not OpenBLAS.
+TEST(ProfilerTest, BlasCoreHintOnlyWhereAvx512KernelsWouldRun) {
+  const std::string held = BlasCoreHintFor("Haswell", true, "Haswell");
+  EXPECT_NE(held.find("OPENBLAS_CORETYPE=Haswell holds OpenBLAS to its Haswell kernels"),
+            std::string::npos)
+      << held;
+  const std::string taken = BlasCoreHintFor("Zen", true, nullptr);
+  EXPECT_NE(taken.find("took this CPU, which has AVX-512, for Zen; OPENBLAS_CORETYPE=SKYLAKEX"),
+            std::string::npos)
+      << taken;
+  EXPECT_EQ(BlasCoreHintFor("SkylakeX", true, "SKYLAKEX"), "");
+  EXPECT_EQ(BlasCoreHintFor("Cooperlake", true, nullptr), "");
+  EXPECT_EQ(BlasCoreHintFor("Haswell", false, "Haswell"), "");
+  EXPECT_EQ(BlasCoreHintFor("", true, nullptr), "");
+}
+
 TEST(ProfilerTest, ProbingFindsTheLargestMicrobatchThatFits) {
   const std::string path = Tmp("resnet.pt");
   common::TrainingData sample = WriteZoo("resnet", path, 1);
