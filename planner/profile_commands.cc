@@ -119,8 +119,10 @@ int ProfileCommand(const std::vector<std::string>& args) {
       std::cerr << "\r\033[K" << absl::StrFormat("[%5.1fs] ", s) << line << std::flush;
       return;
     }
-    // Not a terminal: a line when the microbatch size changes.
-    const std::string size = line.substr(line.rfind(' ') + 1);
+    // Not a terminal: a line when the microbatch size changes (what is
+    // left, in parentheses, aside).
+    const std::string key = line.substr(0, line.find(" ("));
+    const std::string size = key.substr(key.rfind(' ') + 1);
     if (size != last_size) {
       std::cerr << absl::StrFormat("[%5.1fs] ", s) << line << "\n";
       last_size = size;

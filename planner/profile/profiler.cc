@@ -334,8 +334,16 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
     *fwd_fit = true;
     *bwd_fit = true;
     std::vector<proto::MicrobatchProfile> rows(n);
+    const double size_start = Now();
     for (int k = 0; k < n; ++k) {
-      say(absl::StrCat("profiling vLayer ", k + 1, "/", n, ", microbatch ", u));
+      // What is left at this size, from the vLayers done (a large model's
+      // profile takes minutes per size on a CPU).
+      const double left = k > 0 ? (Now() - size_start) / k * (n - k) : 0;
+      say(absl::StrCat("profiling vLayer ", k + 1, "/", n, ", microbatch ", u,
+                       left < 10 ? std::string()
+                       : left < 90 ? absl::StrFormat(" (about %.0f s left at this size)", left)
+                                   : absl::StrFormat(" (about %.0f min left at this size)",
+                                                     left / 60)));
       proto::MicrobatchProfile& row = rows[k];
       row.set_size(static_cast<uint32_t>(u));
       const bool warm_up = profiled.empty();
