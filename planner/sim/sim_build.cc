@@ -328,11 +328,13 @@ void Sim::Build() {
       const int compute = Add(d, kCompute, kNoLink, seconds(false), deps,
                               Name([&] { return absl::StrCat(label, " #", mb.index); }));
       ops_[compute].busy = ops_[compute].duration;
-      for (auto* by : {&freed_by_place, &freed_by_index}) {
-        auto it = by->find(by == &freed_by_place ? place : mb.index);
-        if (it == by->end()) continue;
+      auto held_until_now = [&](const std::map<int, std::vector<int>>& freed, int key) {
+        auto it = freed.find(key);
+        if (it == freed.end()) return;
         for (int h : it->second) holds_[h].until_start_of = compute;
-      }
+      };
+      held_until_now(freed_by_place, place);
+      held_until_now(freed_by_index, mb.index);
       ops_[compute].alone = seconds(true);
       if (first_compute_[t.id] < 0) {
         first_compute_[t.id] = compute;
