@@ -22,6 +22,7 @@
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/denormals.h"
 #include "common/files.h"
@@ -49,7 +50,7 @@ void TakeChecks(json& section, json& checks) {
 int main(int argc, char** argv) {
   harmony::bench::BenchOptions options;
   std::string out_dir = "docs/bench", sections_text = kAllSections, testdata = "tests/testdata",
-              flush_denormal = "on";
+              flush_denormal = "on", models_text;
   double flop_per_byte = 880;
   po::options_description flags(
       "Usage: harmony-bench [--quick] [--out-dir DIR] [flags]\n\n"
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
       ("flush-denormal", po::value(&flush_denormal)->default_value(flush_denormal),
        "on | off: denormal floats flushed to zero in every section but \"denormals\" (which "
        "runs both ways)")
+      ("models", po::value(&models_text),
+       "the models the schedules and precision sections train, comma-separated (default: "
+       "all; gpt,vgg, or gpt,resnet with --quick)")
       ("report-only", "redraw REPORT.md and the charts from OUT_DIR/results.json");
   // clang-format on
   po::variables_map vm;
@@ -135,6 +139,18 @@ int main(int argc, char** argv) {
       std::cerr << "harmony-bench: unknown section \"" << s << "\" (sections: " << kAllSections
                 << ")\n";
       return 2;
+    }
+  }
+  if (!models_text.empty()) {
+    options.models = absl::StrSplit(models_text, ',');
+    const std::vector<std::string> known = harmony::bench::BenchModelNames(options.quick);
+    for (const std::string& m : options.models) {
+      if (std::find(known.begin(), known.end(), m) == known.end()) {
+        std::cerr << "harmony-bench: --models: unknown model \"" << m << "\" (models"
+                  << (options.quick ? " with --quick" : "") << ": " << absl::StrJoin(known, ",")
+                  << ")\n";
+        return 2;
+      }
     }
   }
   if (options.work_dir.empty()) {

@@ -48,6 +48,7 @@ absl::StatusOr<nlohmann::json> BenchPrecision(const BenchOptions& o, double emul
   const int minibatch = o.quick ? 16 : 64;
   const int rounds = o.quick ? 2 : 3;
   for (const ModelSpec& spec : BenchModels(o.quick)) {
+    if (!o.WantsModel(spec.name)) continue;
     absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, minibatch);
     if (!model.ok()) return model.status();
     absl::StatusOr<proto::ProfileFile> profiles[3] = {

@@ -143,6 +143,12 @@ double ComputeBound(const proto::ProfileFile& p, int minibatch) {
 
 }  // namespace
 
+std::vector<std::string> BenchModelNames(bool quick) {
+  std::vector<std::string> names;
+  for (const ModelSpec& spec : BenchModels(quick)) names.push_back(spec.name);
+  return names;
+}
+
 absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emulated_link) {
   nlohmann::json out;
   const std::vector<int> device_counts = DeviceCounts(o.quick);
@@ -155,6 +161,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
   nlohmann::json& configs = out["configs"] = nlohmann::json::array();
   const int max_minibatch = *std::max_element(std::begin(minibatches), std::end(minibatches));
   for (const ModelSpec& spec : BenchModels(o.quick)) {
+    if (!o.WantsModel(spec.name)) continue;
     Log(absl::StrCat("schedules: writing and profiling ", spec.name));
     absl::StatusOr<WrittenModel> model = WriteBenchModel(o.work_dir, spec, max_minibatch);
     if (!model.ok()) return model.status();

@@ -8,7 +8,9 @@
 #ifndef HARMONY_TESTS_BENCH_SECTIONS_H_
 #define HARMONY_TESTS_BENCH_SECTIONS_H_
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -30,7 +32,18 @@ struct BenchOptions {
   // Denormal floats flushed to zero (common/denormals.h) in every section
   // but "denormals", which runs both ways.
   bool flush_denormal = true;
+  // The models the schedules and precision sections train, by name (empty:
+  // all of them); the other sections each train one fixed model.
+  std::vector<std::string> models;
+
+  bool WantsModel(const std::string& name) const {
+    return models.empty() || std::find(models.begin(), models.end(), name) != models.end();
+  }
 };
+
+// The names of the models the schedules and precision sections train
+// ("gpt", "vgg"; "resnet" in place of "vgg" when quick).
+std::vector<std::string> BenchModelNames(bool quick);
 
 // This machine's matrix-multiply rate (FLOP/s) and the host link that puts
 // it in the balance of a commodity GPU server (`flop_per_byte`, ~880 for a
