@@ -59,12 +59,16 @@ std::vector<double> SpeedRatios(const json& results, const std::string& baseline
   return v;
 }
 
-std::vector<double> SimErrors(const json& results, bool emulated) {
+// Percent |error| of the runs in one mode; `key` "simulator_error_at_measured_compute":
+// the plan simulated again at the compute speed the run measured (runs before
+// it was recorded have none).
+std::vector<double> SimErrors(const json& results, bool emulated,
+                              const std::string& key = "simulator_error") {
   std::vector<double> v;
   for (const json& c : Configs(results)) {
     for (const json& r : c["runs"]) {
-      if (r["emulated"].get<bool>() == emulated) {
-        v.push_back(100 * std::fabs(r["simulator_error"].get<double>()));
+      if (r["emulated"].get<bool>() == emulated && r.contains(key)) {
+        v.push_back(100 * std::fabs(r[key].get<double>()));
       }
     }
   }
@@ -173,6 +177,19 @@ std::string Headline(const json& results) {
                       off ? " (far from 1.00x: the machine ran at another speed than when it "
                             "was profiled)"
                           : "");
+    }
+    std::vector<std::string> at_speed;
+    for (bool emulated : {false, true}) {
+      const std::vector<double> e =
+          SimErrors(results, emulated, "simulator_error_at_measured_compute");
+      if (!e.empty()) {
+        at_speed.push_back(absl::StrCat(RangeText(e, "%.0f%%"),
+                                        emulated ? " emulated" : " without link emulation"));
+      }
+    }
+    if (!at_speed.empty()) {
+      absl::StrAppend(&out, "; the plans simulated again at the compute speed each run "
+                            "measured: median |error| ", absl::StrJoin(at_speed, ", "));
     }
     out += ".\n";
   }

@@ -382,7 +382,9 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         "vLayer invocations) over the profile's for the same work: where it is far from 1.00 "
         "the machine computed at another speed than when the model was profiled, and the "
         "error shows that rather than the schedule (a shared VM's speed can swing by tens of "
-        "percent over minutes: docs/bench/scale.md).",
+        "percent over minutes: docs/bench/scale.md). So the column after it is the plan "
+        "simulated again with the profile's compute times scaled by that ratio (harmony-plan "
+        "simulate --compute-scale): the simulator's error at the speed the machine ran.",
         latencies.empty()
             ? ""
             : absl::StrCat(" Emulated rows are planned with a fixed cost per host transfer, the "
@@ -390,20 +392,28 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
                            "sleep oversleeps (harmony-plan --host-link-latency): ",
                            latencies, "."),
         "\n\n| config | link | schedule | simulated | measured | error | compute, measured ÷ "
-        "profiled |\n"
-        "|---|---|---|---|---|---|---|\n");
+        "profiled | error at that compute speed |\n"
+        "|---|---|---|---|---|---|---|---|\n");
     for (bool emulated : {false, true}) {
       for (const json& c : Configs(results)) {
         for (const std::string& sched : kSchedules) {
           const json* r = FindRun(c, sched, emulated);
           if (!r) continue;
           const double compute = ComputeRatio(c, *r);
-          absl::StrAppendFormat(md, "| %s | %s | %s | %s | %s | %+.0f%% | %s |\n",
+          const std::string at_speed =
+              r->contains("simulator_error_at_measured_compute")
+                  ? absl::StrFormat(
+                        "%+.0f%% (%s)",
+                        100 * (*r)["simulator_error_at_measured_compute"].get<double>(),
+                        Seconds((*r)["simulated_at_measured_compute_s"].get<double>()))
+                  : "n/a";
+          absl::StrAppendFormat(md, "| %s | %s | %s | %s | %s | %+.0f%% | %s | %s |\n",
                                 ConfigName(c), emulated ? "**emulated**" : "none", sched,
                                 Seconds((*r)["simulated_s"].get<double>()),
                                 Seconds((*r)["iteration_s"]["median"].get<double>()),
                                 100 * (*r)["simulator_error"].get<double>(),
-                                compute > 0 ? absl::StrFormat("%.2f", compute) : "n/a");
+                                compute > 0 ? absl::StrFormat("%.2f", compute) : "n/a",
+                                at_speed);
         }
       }
     }

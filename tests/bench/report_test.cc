@@ -95,6 +95,9 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   // the profile planned 1.0 s each.
   config["runs"][4]["compute_s"] = 2.5;
   config["runs"][4]["planned_compute_s"] = 1.0;
+  // Simulated again at that speed: 1.2 s against the measured 1 s.
+  config["runs"][4]["simulated_at_measured_compute_s"] = 1.2;
+  config["runs"][4]["simulator_error_at_measured_compute"] = 0.2;
   results["schedules"]["configs"][0] = config;
   const std::string headline = Headline(results);
   EXPECT_NE(headline.find("compute per device was 1.25x the profile's"), std::string::npos)
@@ -114,8 +117,13 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("- c2: off"), std::string::npos);
   EXPECT_NE(md->find("**emulated**"), std::string::npos);
   EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
-  EXPECT_NE(md->find("| +10% | 1.25 |"), std::string::npos) << *md;  // Emulated Harmony.
-  EXPECT_NE(md->find("| +10% | n/a |"), std::string::npos) << *md;   // No compute figures.
+  // Emulated Harmony.
+  EXPECT_NE(md->find("| +10% | 1.25 | +20% (1.20 s) |"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| +10% | n/a | n/a |"), std::string::npos) << *md;  // No compute figures.
+  EXPECT_NE(headline.find("simulated again at the compute speed each run measured: median "
+                          "|error| 20% emulated"),
+            std::string::npos)
+      << headline;
   EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/swap_bytes_gpt.svg").ok());
   EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/speedup_emulated.svg").ok());
 }

@@ -18,6 +18,7 @@
 #include "common/plan_file.h"
 #include "common/units.h"
 #include "planner/plan/make_plan.h"
+#include "planner/plan/resimulate.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/search.h"
 #include "tests/bench/bench_util.h"
@@ -100,6 +101,22 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
                                              s.stash_out + s.kept_out);
       r["plan_bound_s"] =
           std::max(r["planned_compute_s"].get<double>(), std::max(in, out) / link);
+    }
+    // The plan simulated again at the compute speed the run measured: the
+    // simulator's error with the machine's change of speed since the
+    // profile taken out (a shared VM's swings by tens of percent).
+    const double planned = r["planned_compute_s"].get<double>();
+    const int devices = std::max(1, static_cast<int>(made.plan.config().num_devices()));
+    r["compute_s"] = run.compute_s;
+    if (planned > 0 && run.compute_s > 0) {
+      planner::ResimulateOptions again;
+      again.compute_scale = run.compute_s / devices / planned;
+      absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(made.plan, again);
+      if (at.ok()) {
+        r["simulated_at_measured_compute_s"] = at->sim.iteration_s;
+        r["simulator_error_at_measured_compute"] =
+            (at->sim.iteration_s - seconds.median) / seconds.median;
+      }
     }
   }
   // Per backward pack but the fused last: keep its activations or
