@@ -70,7 +70,9 @@ int SimulateCommand(const std::vector<std::string>& args) {
       harmony::common::FormatBytes(sim.swap.host_link()));
   for (uint64_t p : sim.device_peak) std::cout << " " << harmony::common::FormatBytes(p);
   std::cout << (sim.fits ? "" : " (over the device memory)");
-  if (compute_scale != 1) std::cout << absl::StrFormat(", compute %.2fx the profile's", compute_scale);
+  if (compute_scale != 1) {
+    std::cout << absl::StrFormat(", compute %.2fx the profile's", compute_scale);
+  }
   std::cout << "\n";
   if (!trace.empty()) {
     absl::Status written =
