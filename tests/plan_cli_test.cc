@@ -395,6 +395,23 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
                                           " --host-link 10GB/s --host-link-latency 0us"));
   ASSERT_EQ(fast_sim.exit_code, 0) << fast_sim.output;
   EXPECT_EQ(fast_sim.output.find(slow_time), std::string::npos) << fast_sim.output;
+  // At another compute speed: says so, and a factor that is none is refused.
+  auto scaled_sim = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("slow.pb"),
+                                            " --host-link 10GB/s --host-link-latency 0us "
+                                            "--compute-scale 3"));
+  ASSERT_EQ(scaled_sim.exit_code, 0) << scaled_sim.output;
+  const size_t at = fast_sim.output.find("iteration ");
+  ASSERT_NE(at, std::string::npos) << fast_sim.output;
+  const std::string fast_time = fast_sim.output.substr(at, fast_sim.output.find(" (", at) - at);
+  EXPECT_EQ(scaled_sim.output.find(fast_time), std::string::npos)
+      << scaled_sim.output << " vs " << fast_time;
+  EXPECT_NE(scaled_sim.output.find("compute 3.00x the profile's"), std::string::npos)
+      << scaled_sim.output;
+  auto bad_scale =
+      RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("slow.pb"), " --compute-scale=-1"));
+  EXPECT_EQ(bad_scale.exit_code, 1) << bad_scale.output;
+  EXPECT_NE(bad_scale.output.find("compute scale -1: a positive factor"), std::string::npos)
+      << bad_scale.output;
   auto bad_latency = RunCommand(absl::StrCat(plan, Tmp("lat2.pb"), " --host-link-latency soon"));
   EXPECT_EQ(bad_latency.exit_code, 1);
   EXPECT_NE(bad_latency.output.find("soon"), std::string::npos) << bad_latency.output;
