@@ -12,8 +12,6 @@
 #include "planner/cli.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/plan/resimulate.h"
-#include "planner/search/cost_model.h"
-#include "planner/search/task_graph.h"
 #include "planner/sim/simulator.h"
 
 namespace harmony::planner::cli {

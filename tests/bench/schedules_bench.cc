@@ -437,7 +437,6 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           r["samples_per_s"] = ToJson(Summarize(rates));
           r["losses"] = run->losses;
           r["device_peak_bytes"] = run->device_peak_bytes;
-          r["compute_s"] = run->compute_s;
           r["swap_wait_s"] = run->swap_wait_s;
           r["optimizer_s"] = run->optimizer_s;
           Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated)",
