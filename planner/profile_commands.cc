@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 #include "common/denormals.h"
 #include "common/decomposer.h"
 #include "common/device_spec.h"
@@ -30,11 +32,27 @@ namespace harmony::planner::cli {
 
 namespace po = boost::program_options;
 
+// "8,16" -> {8, 16}; empty -> {}.
+absl::StatusOr<std::vector<int>> ParseMicrobatchList(const std::string& text) {
+  std::vector<int> sizes;
+  if (text.empty()) return sizes;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int u = 0;
+    if (!absl::SimpleAtoi(part, &u) || u < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--microbatches ", text, ": \"", part, "\" is not a size; give samples per "
+          "microbatch, comma-separated, e.g. 8,16"));
+    }
+    sizes.push_back(u);
+  }
+  return sizes;
+}
+
 int ProfileCommand(const std::vector<std::string>& args) {
   std::string token_dtype;
   int64_t seq_len = 0;
   std::string model, sample_path, devices = "cpu:2x512MiB", out, loss = "auto",
-              flush_denormal = "on", precision = "fp32", grad_precision;
+              flush_denormal = "on", precision = "fp32", grad_precision, microbatches;
   harmony::planner::ProfilerOptions options;
   po::options_description flags(
       "Usage: harmony-plan profile MODEL.pt --sample-input x.pt [flags]\n\n"
@@ -66,6 +84,10 @@ int ProfileCommand(const std::vector<std::string>& args) {
        "the first tensor)")
       ("max-microbatch", po::value(&options.max_microbatch)->default_value(256),
        "largest microbatch to probe")
+      ("microbatches", po::value(&microbatches),
+       "only these microbatch sizes, e.g. 8,16 (no probing): the sizes a plan uses "
+       "(harmony-plan inspect), timed again right before it runs, for harmony-plan "
+       "simulate --times-from")
       ("repeats", po::value(&options.repeats)->default_value(3),
        "timing runs per measurement (median reported)")
       ("threads-per-device", po::value(&options.threads_per_device)->default_value(0),
@@ -92,6 +114,9 @@ int ProfileCommand(const std::vector<std::string>& args) {
       harmony::common::ParseDeviceSpec(devices);
   if (!spec.ok()) return Fail(spec.status());
   options.devices = *spec;
+  absl::StatusOr<std::vector<int>> sizes = ParseMicrobatchList(microbatches);
+  if (!sizes.ok()) return Fail(sizes.status());
+  options.microbatches = *sizes;
   absl::StatusOr<bool> flush = harmony::common::ParseFlushDenormal(flush_denormal);
   if (!flush.ok()) return Fail(flush.status());
   options.flush_denormal = *flush;

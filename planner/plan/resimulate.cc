@@ -1,10 +1,13 @@
 #include "planner/plan/resimulate.h"
 
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/search/cost_model.h"
+#include "planner/search/search.h"
 
 namespace harmony::planner {
 
@@ -19,6 +22,93 @@ void ScaleComputeTimes(proto::ProfileFile& profile, double scale) {
       m.set_backward_time_one_s(m.backward_time_one_s() * scale);
     }
   }
+}
+
+namespace {
+
+// The six device compute times of a row, in a fixed order.
+constexpr double (proto::MicrobatchProfile::*kGet[])() const = {
+    &proto::MicrobatchProfile::forward_time_s,      &proto::MicrobatchProfile::backward_time_s,
+    &proto::MicrobatchProfile::forward_time_busy_s, &proto::MicrobatchProfile::backward_time_busy_s,
+    &proto::MicrobatchProfile::forward_time_one_s,  &proto::MicrobatchProfile::backward_time_one_s};
+constexpr void (proto::MicrobatchProfile::*kSet[])(double) = {
+    &proto::MicrobatchProfile::set_forward_time_s,
+    &proto::MicrobatchProfile::set_backward_time_s,
+    &proto::MicrobatchProfile::set_forward_time_busy_s,
+    &proto::MicrobatchProfile::set_backward_time_busy_s,
+    &proto::MicrobatchProfile::set_forward_time_one_s,
+    &proto::MicrobatchProfile::set_backward_time_one_s};
+
+const proto::MicrobatchProfile* RowOfSize(const proto::VLayerProfile& v, uint32_t size) {
+  for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+    if (m.size() == size) return &m;
+  }
+  return nullptr;
+}
+
+// The times the simulator uses most (alone and beside busy devices), summed.
+double Weight(const proto::MicrobatchProfile& m) {
+  return m.forward_time_s() + m.backward_time_s() + m.forward_time_busy_s() +
+         m.backward_time_busy_s();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,
+                                                  const proto::ProfileFile& times) {
+  const proto::ModelIdentity& a = profile.model();
+  const proto::ModelIdentity& b = times.model();
+  if (a.sha256() != b.sha256()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the times come from a profile of another model (", b.file_name(), ", SHA-256 ",
+        b.sha256().substr(0, 12), "...; the plan's is ", a.file_name(), ", ",
+        a.sha256().substr(0, 12), "...): profile the plan's model"));
+  }
+  const int n = profile.profile().vlayers_size();
+  if (times.profile().vlayers_size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the times' profile has ", times.profile().vlayers_size(), " vLayers and the plan's ",
+        n, ": profile again with the plan's --granularity (",
+        a.decomposition().granularity(), ")"));
+  }
+  if (times.profile().precision() != profile.profile().precision()) {
+    return absl::InvalidArgumentError(
+        "the times' profile was taken in another precision than the plan's: profile again "
+        "with the plan's --precision");
+  }
+  ReplacedTimes out;
+  double old_sum = 0, new_sum = 0;
+  std::vector<double> ratio(n, 0);
+  for (int k = 0; k < n; ++k) {
+    double o = 0, w = 0;
+    for (const proto::MicrobatchProfile& m : profile.profile().vlayers(k).by_microbatch()) {
+      const proto::MicrobatchProfile* t = RowOfSize(times.profile().vlayers(k), m.size());
+      if (t == nullptr) continue;
+      o += Weight(m);
+      w += Weight(*t);
+    }
+    if (o > 0) ratio[k] = w / o;
+    old_sum += o;
+    new_sum += w;
+  }
+  if (!(old_sum > 0)) {
+    return absl::InvalidArgumentError(
+        "the times' profile has no microbatch size the plan's profile has: profile the sizes "
+        "the plan uses (harmony-plan inspect; harmony-plan profile --microbatches)");
+  }
+  out.ratio = new_sum / old_sum;
+  for (int k = 0; k < n; ++k) {
+    const double scale = ratio[k] > 0 ? ratio[k] : out.ratio;
+    for (proto::MicrobatchProfile& m :
+         *profile.mutable_profile()->mutable_vlayers(k)->mutable_by_microbatch()) {
+      const proto::MicrobatchProfile* t = RowOfSize(times.profile().vlayers(k), m.size());
+      for (size_t f = 0; f < std::size(kGet); ++f) {
+        (m.*kSet[f])(t != nullptr ? ((*t).*kGet[f])() : (m.*kGet[f])() * scale);
+      }
+      ++(t != nullptr ? out.rows_taken : out.rows_scaled);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
@@ -43,6 +133,10 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
     latency = c.host_link_latency_s();
   }
   proto::ProfileFile profile = ProfileOfPlan(plan);
+  if (options.times_from != nullptr) {
+    absl::StatusOr<ReplacedTimes> replaced = ReplaceComputeTimes(profile, *options.times_from);
+    if (!replaced.ok()) return replaced.status();
+  }
   if (options.compute_scale != 1) ScaleComputeTimes(profile, options.compute_scale);
   auto cost = CostModel::Create(
       profile, options.host_link > 0 ? options.host_link : c.host_link_bytes_per_s(), network,
@@ -53,7 +147,8 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
   if (absl::Status valid = ValidateTaskGraph(**cost, *graph); !valid.ok()) return valid;
   auto sim = Simulate(**cost, *graph, options.keep_events);
   if (!sim.ok()) return sim.status();
-  return Resimulated{*std::move(graph), *std::move(sim)};
+  const double busiest = BusiestDeviceComputeSeconds(**cost, graph->config);
+  return Resimulated{*std::move(graph), *std::move(sim), busiest};
 }
 
 }  // namespace harmony::planner

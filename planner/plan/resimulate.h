@@ -1,7 +1,9 @@
 // A saved plan simulated again from the profile it carries (harmony-plan
-// simulate, the benchmarks): on the link it was made for or another, and at
+// simulate, the benchmarks): on the link it was made for or another, at
 // another compute speed than profiled ("what if the devices computed 1.2x
-// slower than when the model was profiled").
+// slower than when the model was profiled"), or with its vLayers' times
+// from another profile of the same model (taken again right before a run,
+// on a machine whose speed drifts: harmony-plan profile --microbatches).
 //
 // Thread-safety: stateless functions.
 
@@ -26,22 +28,47 @@ struct ResimulateOptions {
   // Every device compute time of the profile (forward, backward, alone and
   // beside busy devices) times this; the CPU optimizer's update times stay.
   double compute_scale = 1;
+  // Not null: the device compute times of this profile of the same model
+  // (ReplaceComputeTimes) instead of the plan's, before compute_scale.
+  const proto::ProfileFile* times_from = nullptr;
   bool keep_events = false;  // For a Chrome trace (ChromeTrace).
 };
 
 struct Resimulated {
   TaskGraph graph;
   SimResult sim;
+  // The busiest device's compute in one iteration (its microbatches, the
+  // recompute included; BusiestDeviceComputeSeconds), at these times.
+  double busiest_device_compute_s = 0;
 };
 
-// InvalidArgument for a compute_scale that is not positive and finite, or a
-// plan whose task graph does not validate against its own profile (the error
-// names what).
+// InvalidArgument for a compute_scale that is not positive and finite, times
+// from a profile that ReplaceComputeTimes refuses, or a plan whose task graph
+// does not validate against its own profile (the error names what).
 absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
                                            const ResimulateOptions& options);
 
 // Multiplies every device compute time in `profile` by `scale`.
 void ScaleComputeTimes(proto::ProfileFile& profile, double scale);
+
+// What ReplaceComputeTimes did: rows (a vLayer at a microbatch size) whose
+// times came from the other profile, rows scaled instead, and the other
+// profile's compute over the first's on the rows both have.
+struct ReplacedTimes {
+  int rows_taken = 0;
+  int rows_scaled = 0;
+  double ratio = 1;
+};
+
+// Every device compute time in `profile` (forward, backward; alone, beside
+// busy devices, one vLayer run over and over) taken from `times`, a profile
+// of the same model (its SHA-256), decomposition (as many vLayers) and
+// precision. A row `times` lacks (a size it did not measure) is scaled by
+// its vLayer's ratio over the sizes both have (the whole model's where none).
+// Sizes, peaks and update times stay. InvalidArgument naming what differs,
+// or when the two share no row.
+absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,
+                                                  const proto::ProfileFile& times);
 
 }  // namespace harmony::planner
 

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "planner/plan/make_plan.h"
+#include "planner/plan/plan_builder.h"
 #include "planner/search/testing/fake_profile.h"
 
 namespace harmony::planner {
@@ -75,6 +76,98 @@ TEST(ResimulateTest, RefusesAScaleThatIsNotAPositiveFactor) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find("compute scale"), std::string::npos) << r.status();
   }
+}
+
+// Times from a profile of the same model twice as slow: the simulation of
+// compute_scale 2, every row taken.
+TEST(ResimulateTest, TimesFromAnotherProfileReplaceThePlans) {
+  const MadePlan made = PlanFor(1e15);
+  proto::ProfileFile slower = ProfileOfPlan(made.plan);
+  slower.mutable_model()->set_sha256("abc");
+  proto::Plan plan = made.plan;
+  plan.mutable_model()->set_sha256("abc");
+  ScaleComputeTimes(slower, 2);
+  ResimulateOptions o;
+  o.compute_scale = 2;
+  absl::StatusOr<Resimulated> scaled = ResimulatePlan(plan, o);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  ResimulateOptions t;
+  t.times_from = &slower;
+  absl::StatusOr<Resimulated> taken = ResimulatePlan(plan, t);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->sim.iteration_s, scaled->sim.iteration_s);
+  EXPECT_EQ(taken->busiest_device_compute_s, scaled->busiest_device_compute_s);
+  absl::StatusOr<Resimulated> base = ResimulatePlan(plan, {});
+  ASSERT_TRUE(base.ok());
+  EXPECT_NEAR(taken->busiest_device_compute_s, 2 * base->busiest_device_compute_s,
+              1e-12 * base->busiest_device_compute_s);
+
+  proto::ProfileFile mine = ProfileOfPlan(plan);
+  absl::StatusOr<ReplacedTimes> r = ReplaceComputeTimes(mine, slower);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->ratio, 2);
+  EXPECT_EQ(r->rows_scaled, 0);
+  EXPECT_GT(r->rows_taken, 0);
+}
+
+// A profile of only some sizes (harmony-plan profile --microbatches): those
+// rows taken, the others scaled by their vLayer's ratio; sizes and update
+// times stay.
+TEST(ResimulateTest, RowsTheTimesLackAreScaledByTheirVLayersRatio) {
+  FakeProfileOptions f;
+  f.layers = 3;
+  proto::ProfileFile p = MakeFakeProfile(f);
+  ASSERT_GT(p.profile().vlayers(0).by_microbatch_size(), 2);
+  proto::ProfileFile times = p;
+  ScaleComputeTimes(times, 3);
+  for (auto& v : *times.mutable_profile()->mutable_vlayers()) {
+    v.mutable_by_microbatch()->DeleteSubrange(1, v.by_microbatch_size() - 1);  // First only.
+    v.set_update_time_s(99);
+  }
+  const proto::ProfileFile before = p;
+  absl::StatusOr<ReplacedTimes> r = ReplaceComputeTimes(p, times);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rows_taken, 3);
+  EXPECT_EQ(r->rows_scaled, 3 * (before.profile().vlayers(0).by_microbatch_size() - 1));
+  EXPECT_NEAR(r->ratio, 3, 1e-12);
+  for (int k = 0; k < 3; ++k) {
+    const auto& a = before.profile().vlayers(k);
+    const auto& b = p.profile().vlayers(k);
+    EXPECT_EQ(b.update_time_s(), a.update_time_s());
+    for (int i = 0; i < a.by_microbatch_size(); ++i) {
+      EXPECT_EQ(b.by_microbatch(i).size(), a.by_microbatch(i).size());
+      EXPECT_NEAR(b.by_microbatch(i).backward_time_busy_s(),
+                  3 * a.by_microbatch(i).backward_time_busy_s(), 1e-15);
+      EXPECT_NEAR(b.by_microbatch(i).forward_time_s(), 3 * a.by_microbatch(i).forward_time_s(),
+                  1e-15);
+    }
+  }
+}
+
+TEST(ResimulateTest, RefusesTimesOfAnotherModelOrDecomposition) {
+  FakeProfileOptions f;
+  f.layers = 3;
+  const proto::ProfileFile p = MakeFakeProfile(f);
+  proto::ProfileFile other = p;
+  other.mutable_model()->set_sha256("another");
+  proto::ProfileFile mine = p;
+  absl::StatusOr<ReplacedTimes> r = ReplaceComputeTimes(mine, other);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("another model"), std::string::npos) << r.status();
+
+  f.layers = 4;
+  r = ReplaceComputeTimes(mine, MakeFakeProfile(f));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("4 vLayers and the plan's 3"), std::string::npos)
+      << r.status();
+
+  proto::ProfileFile none = p;
+  for (auto& v : *none.mutable_profile()->mutable_vlayers()) {
+    for (auto& m : *v.mutable_by_microbatch()) m.set_size(m.size() + 1000);
+  }
+  r = ReplaceComputeTimes(mine, none);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no microbatch size"), std::string::npos) << r.status();
 }
 
 }  // namespace

@@ -417,7 +417,21 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
   };
 
   int64_t fwd_max = 0, bwd_max = 0, fwd_fail = 0, bwd_fail = 0;
-  for (int64_t u = 1; u <= options.max_microbatch; u *= 2) {
+  std::vector<int> listed = options.microbatches;
+  std::sort(listed.begin(), listed.end());
+  listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+  if (!listed.empty() && listed.front() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "microbatch size ", listed.front(), " to profile: sizes are 1 or more samples"));
+  }
+  for (int u : listed) {
+    bool f = false, b = false;
+    HARMONY_RETURN_IF_ERROR(profile_size(u, &f, &b));
+    profiled.push_back(u);
+    if (f) fwd_max = u;
+    if (b) bwd_max = u;
+  }
+  for (int64_t u = 1; listed.empty() && u <= options.max_microbatch; u *= 2) {
     bool f = false, b = false;
     absl::Status s = profile_size(u, &f, &b);
     if (u == 1 && absl::IsInvalidArgument(s) && options.max_microbatch >= 2) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/device_spec.h"
@@ -68,6 +69,11 @@ struct ProfilerOptions {
   // Profile only the smallest microbatch that runs (1, or 2 for a model
   // that cannot train on one sample) and stop, fitting or not.
   bool smallest_only = false;
+  // Not empty: profile exactly these microbatch sizes (no probing for the
+  // largest that fits; max_microbatch and smallest_only are ignored), as
+  // harmony-plan profile --microbatches: the vLayers timed again at the sizes
+  // a plan uses, right before it runs (harmony-plan simulate --times-from).
+  std::vector<int> microbatches;
   // Intra-op threads of each device, as harmony-exec's --threads-per-device
   // (0: the host's hardware threads divided among the devices). Every
   // vLayer is timed on this many, as the runtime will compute it.
