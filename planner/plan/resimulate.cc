@@ -133,9 +133,11 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
     latency = c.host_link_latency_s();
   }
   proto::ProfileFile profile = ProfileOfPlan(plan);
+  ReplacedTimes replaced;
   if (options.times_from != nullptr) {
-    absl::StatusOr<ReplacedTimes> replaced = ReplaceComputeTimes(profile, *options.times_from);
-    if (!replaced.ok()) return replaced.status();
+    absl::StatusOr<ReplacedTimes> r = ReplaceComputeTimes(profile, *options.times_from);
+    if (!r.ok()) return r.status();
+    replaced = *r;
   }
   if (options.compute_scale != 1) ScaleComputeTimes(profile, options.compute_scale);
   auto cost = CostModel::Create(
@@ -148,7 +150,7 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
   auto sim = Simulate(**cost, *graph, options.keep_events);
   if (!sim.ok()) return sim.status();
   const double busiest = BusiestDeviceComputeSeconds(**cost, graph->config);
-  return Resimulated{*std::move(graph), *std::move(sim), busiest};
+  return Resimulated{*std::move(graph), *std::move(sim), busiest, replaced};
 }
 
 }  // namespace harmony::planner

@@ -34,12 +34,22 @@ struct ResimulateOptions {
   bool keep_events = false;  // For a Chrome trace (ChromeTrace).
 };
 
+// What ReplaceComputeTimes did: rows (a vLayer at a microbatch size) whose
+// times came from the other profile, rows scaled instead, and the other
+// profile's compute over the first's on the rows both have.
+struct ReplacedTimes {
+  int rows_taken = 0;
+  int rows_scaled = 0;
+  double ratio = 1;
+};
+
 struct Resimulated {
   TaskGraph graph;
   SimResult sim;
   // The busiest device's compute in one iteration (its microbatches, the
   // recompute included; BusiestDeviceComputeSeconds), at these times.
   double busiest_device_compute_s = 0;
+  ReplacedTimes replaced;  // With times_from.
 };
 
 // InvalidArgument for a compute_scale that is not positive and finite, times
@@ -50,15 +60,6 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
 
 // Multiplies every device compute time in `profile` by `scale`.
 void ScaleComputeTimes(proto::ProfileFile& profile, double scale);
-
-// What ReplaceComputeTimes did: rows (a vLayer at a microbatch size) whose
-// times came from the other profile, rows scaled instead, and the other
-// profile's compute over the first's on the rows both have.
-struct ReplacedTimes {
-  int rows_taken = 0;
-  int rows_scaled = 0;
-  double ratio = 1;
-};
 
 // Every device compute time in `profile` (forward, backward; alone, beside
 // busy devices, one vLayer run over and over) taken from `times`, a profile

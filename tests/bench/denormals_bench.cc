@@ -59,6 +59,11 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& o, double emul
       m.device_memory = RoundUp(m.device_memory * 5 / 4, 64 << 10);
     }
     if (!made.ok()) return made.status();
+    // Profiled again at the plan's sizes right before it runs (the first
+    // profile took minutes, over which a shared VM's speed drifts).
+    absl::StatusOr<proto::ProfileFile> again =
+        ProfileBeforeRun(made->plan, *model, absl::StrCat("denormals: ", name));
+    if (!again.ok()) return again.status();
     absl::StatusOr<RunResult> run = TrainWithPlan(made->plan, model->model_path, model->data,
                                                   m.device_memory, emulated_link, o.runs,
                                                   o.warmups);
@@ -81,12 +86,15 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& o, double emul
     r["planned_compute_s"] = planned_compute;
     r["compute_ratio"] = planned_compute > 0 ? run->compute_s / planned_compute : 0.0;
     r["plain_loop_iteration_s"] = ToJson(plain_seconds);
+    if (nlohmann::json t = RetimedJson(made->plan, *run, seconds.median, *again); !t.empty()) {
+      r["retimed"] = std::move(t);
+    }
     Log(absl::StrFormat(
         "denormals: %s: Harmony %.3f s (%.3f s simulated, %+.0f%%), compute %.2fx the "
-        "profile's; plain loop %.3f s",
+        "profile's%s; plain loop %.3f s",
         name, seconds.median, made->result.sim.iteration_s,
         100 * r["simulator_error"].get<double>(), r["compute_ratio"].get<double>(),
-        plain_seconds.median));
+        RetimedText(r), plain_seconds.median));
     out["runs"].push_back(std::move(r));
   }
   at::set_num_threads(cores);

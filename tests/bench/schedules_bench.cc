@@ -70,7 +70,7 @@ std::string ReferenceKey(const proto::Plan& plan) {
 
 // What every run records: the link, the measured and simulated times.
 nlohmann::json RunJson(const std::string& schedule, double link, const planner::MadePlan& made,
-                       const RunResult& run) {
+                       const RunResult& run, const proto::ProfileFile* retimed) {
   const Stats seconds = Summarize(run.seconds);
   nlohmann::json r;
   r["schedule"] = schedule;
@@ -118,6 +118,11 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
             (at->sim.iteration_s - seconds.median) / seconds.median;
       }
     }
+  }
+  // The plan simulated with its vLayers profiled again right before the run.
+  if (retimed != nullptr) {
+    nlohmann::json t = RetimedJson(made.plan, run, seconds.median, *retimed);
+    if (!t.empty()) r["retimed"] = std::move(t);
   }
   // Per backward pack but the fused last: keep its activations or
   // recompute them (plan::Config::keep).
@@ -353,6 +358,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           // would with --memory-reserve; the report shows the reserve used.
           planner::MadePlan made;
           absl::StatusOr<RunResult> run = absl::UnknownError("not run");
+          proto::ProfileFile retimed;
           double reserve = 0.1;
           bool fits = true;
           for (;; reserve += 0.1) {
@@ -387,6 +393,9 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             // The large minibatch's iterations are long (on-demand's most):
             // fewer of them.
             const bool large = !o.quick && d >= kLargeMinibatch;
+            absl::StatusOr<proto::ProfileFile> again = ProfileBeforeRun(made.plan, *model, absl::StrCat("schedules: ", label));
+            if (!again.ok()) return again.status();
+            retimed = *std::move(again);
             run = TrainWithPlan(made.plan, model->model_path, data, memory, link,
                                 large ? std::min(o.runs, 2) : o.runs,
                                 large ? std::min(o.warmups, 1) : o.warmups);
@@ -424,7 +433,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             }
           }
           const Stats seconds = Summarize(run->seconds);
-          nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run);
+          nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run, &retimed);
           r["mode"] = PlanModeName(plan);
           r["memory_reserve"] = reserve;
           r["forward_microbatch"] = plan.config().forward_microbatch();
@@ -439,9 +448,9 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           r["device_peak_bytes"] = run->device_peak_bytes;
           r["swap_wait_s"] = run->swap_wait_s;
           r["optimizer_s"] = run->optimizer_s;
-          Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated)",
+          Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated%s)",
                               label, common::FormatBytes(HostLinkBytes(run->bytes)),
-                              seconds.median, made.result.sim.iteration_s));
+                              seconds.median, made.result.sim.iteration_s, RetimedText(r)));
           runs.push_back(std::move(r));
         }
         // On-demand at Harmony's microbatch too, when its planner took
@@ -460,16 +469,19 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           m.microbatch = (*h)["backward_microbatch"].get<int>();
           absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
           if (planned.ok()) {
+            absl::StatusOr<proto::ProfileFile> retimed = ProfileBeforeRun(
+                planned->plan, *model, absl::StrCat("schedules: ", spec.name, ", ondemand at Harmony's microbatch"));
+            if (!retimed.ok()) return retimed.status();
             absl::StatusOr<RunResult> run =
                 TrainWithPlan(planned->plan, model->model_path, data, memory, link, o.runs,
                               o.warmups);
             if (!run.ok()) return run.status();
-            nlohmann::json r = RunJson("ondemand", link, *planned, *run);
+            nlohmann::json r = RunJson("ondemand", link, *planned, *run, &*retimed);
             r["at_harmony_microbatch"] = true;
             Log(absl::StrFormat("schedules: %s, ondemand at microbatch %d: %.3f s (%.3f s "
-                                "simulated)", spec.name, m.microbatch,
+                                "simulated%s)", spec.name, m.microbatch,
                                 r["iteration_s"]["median"].get<double>(),
-                                planned->result.sim.iteration_s));
+                                planned->result.sim.iteration_s, RetimedText(r)));
             config["ondemand_at_harmony_microbatch"] = std::move(r);
           }
         }
@@ -489,6 +501,9 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                              planned.ok() ? absl::string_view("only a baseline's schedule fits")
                                           : planned.status().message()));
           } else {
+            absl::StatusOr<proto::ProfileFile> retimed = ProfileBeforeRun(
+                planned->plan, *model, absl::StrCat("schedules: ", spec.name, ", harmony in one pass"));
+            if (!retimed.ok()) return retimed.status();
             absl::StatusOr<RunResult> run =
                 TrainWithPlan(planned->plan, model->model_path, data, memory, link,
                               std::min(o.runs, 2), std::min(o.warmups, 1));
@@ -500,16 +515,16 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                 !c.ok()) {
               return c;
             }
-            nlohmann::json r = RunJson("harmony", link, *planned, *run);
+            nlohmann::json r = RunJson("harmony", link, *planned, *run, &*retimed);
             r["one_pass"] = true;
             std::vector<double> rates;
             for (double t : run->seconds) rates.push_back(d / t);
             r["samples_per_s"] = ToJson(Summarize(rates));
             Log(absl::StrFormat("schedules: %s, harmony in one pass: %s over the host link, "
-                                "%.3f s (%.3f s simulated)", spec.name,
+                                "%.3f s (%.3f s simulated%s)", spec.name,
                                 common::FormatBytes(HostLinkBytes(run->bytes)),
                                 r["iteration_s"]["median"].get<double>(),
-                                planned->result.sim.iteration_s));
+                                planned->result.sim.iteration_s, RetimedText(r)));
             config["harmony_one_pass"] = std::move(r);
           }
         }

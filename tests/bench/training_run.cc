@@ -6,9 +6,12 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/denormals.h"
 #include "common/torch_status.h"
 #include "executor/runtime/reference.h"
+#include "planner/plan/plan_builder.h"
+#include "planner/plan/resimulate.h"
 #include "planner/profile/profiler.h"
 #include "tests/bench/bench_util.h"
 
@@ -90,6 +93,67 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   p.bf16 = bf16;
   p.fp32_gradients = fp32_gradients;
   return planner::ProfileModel(model_path, data, p);
+}
+
+absl::StatusOr<proto::ProfileFile> ProfileAgainForPlan(const proto::Plan& plan,
+                                                       const std::string& model_path,
+                                                       const common::TrainingData& data) {
+  const proto::Configuration& c = plan.config();
+  planner::ProfilerOptions p;
+  p.devices.kind = common::DeviceSpec::Kind::kCpu;
+  p.devices.count = static_cast<int>(std::max<uint32_t>(1, c.num_devices()));
+  p.devices.capacity = uint64_t{1} << 30;
+  p.microbatches = {static_cast<int>(c.forward_microbatch()),
+                    static_cast<int>(c.backward_microbatch())};
+  for (uint32_t u : c.backward_pack_microbatches()) p.microbatches.push_back(static_cast<int>(u));
+  p.repeats = 3;
+  p.flush_denormal = common::CallingThreadFlushesDenormal();
+  p.bf16 = plan.profile().precision() == proto::BF16;
+  p.fp32_gradients = plan.profile().fp32_gradients();
+  return planner::ProfileModel(model_path, data, p);
+}
+
+absl::StatusOr<proto::ProfileFile> ProfileBeforeRun(const proto::Plan& plan,
+                                                    const WrittenModel& model,
+                                                    const std::string& label) {
+  Stopwatch watch;
+  absl::StatusOr<proto::ProfileFile> p = ProfileAgainForPlan(plan, model.model_path, model.data);
+  if (!p.ok()) return p.status();
+  proto::ProfileFile mine = planner::ProfileOfPlan(plan);
+  absl::StatusOr<planner::ReplacedTimes> r = planner::ReplaceComputeTimes(mine, *p);
+  Log(absl::StrFormat("%s: profiled again at its sizes in %.1f s, compute %s the first "
+                      "profile's", label, watch.seconds(),
+                      r.ok() ? absl::StrFormat("%.2fx", r->ratio) : std::string("n/a")));
+  return p;
+}
+
+nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run, double measured_s,
+                           const proto::ProfileFile& again) {
+  nlohmann::json t;
+  planner::ResimulateOptions o;
+  o.times_from = &again;
+  absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(plan, o);
+  if (!at.ok() || !(measured_s > 0)) return t;
+  const int devices = std::max(1, static_cast<int>(plan.config().num_devices()));
+  t["compute_vs_first_profile"] = at->replaced.ratio;
+  t["simulated_s"] = at->sim.iteration_s;
+  t["simulator_error"] = (at->sim.iteration_s - measured_s) / measured_s;
+  t["planned_compute_s"] = at->busiest_device_compute_s;
+  if (at->busiest_device_compute_s > 0 && run.compute_s > 0) {
+    t["compute_ratio"] = run.compute_s / devices / at->busiest_device_compute_s;
+  }
+  return t;
+}
+
+std::string RetimedText(const nlohmann::json& r) {
+  if (!r.contains("retimed")) return "";
+  const nlohmann::json& t = r["retimed"];
+  return absl::StrFormat(
+      "; profiled again right before: %.3f s simulated (%+.0f%%), compute %s",
+      t["simulated_s"].get<double>(), 100 * t["simulator_error"].get<double>(),
+      t.contains("compute_ratio")
+          ? absl::StrFormat("%.2fx those times", t["compute_ratio"].get<double>())
+          : std::string("n/a"));
 }
 
 planner::MakePlanOptions PlanOptions(int devices, uint64_t memory, int minibatch,

@@ -54,6 +54,21 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              int max_microbatch, int threads_per_device = 0,
                                              bool bf16 = false, bool fp32_gradients = false);
 
+// The model profiled again at the microbatch sizes `plan` uses (forward,
+// backward, each pack's), on its devices, precision and the calling thread's
+// denormal policy: right before the plan runs, so that the simulator is fed
+// the machine's speed of that moment (a shared VM's drifts by tens of
+// percent over minutes; planner::ResimulateOptions::times_from).
+absl::StatusOr<proto::ProfileFile> ProfileAgainForPlan(const proto::Plan& plan,
+                                                       const std::string& model_path,
+                                                       const common::TrainingData& data);
+
+// ProfileAgainForPlan, logged as "LABEL: profiled again at its sizes in T s,
+// compute Nx the first profile's".
+absl::StatusOr<proto::ProfileFile> ProfileBeforeRun(const proto::Plan& plan,
+                                                    const WrittenModel& model,
+                                                    const std::string& label);
+
 // Parameter and buffer bytes; gradient bytes.
 uint64_t WeightBytes(const proto::ProfileFile& profile);
 uint64_t GradientBytes(const proto::ProfileFile& profile);
@@ -117,6 +132,17 @@ absl::StatusOr<std::vector<double>> TimePlainLoop(const proto::Plan& plan,
 
 // `data` repeated until it holds at least `samples` samples.
 common::TrainingData RepeatData(const common::TrainingData& data, int64_t samples);
+
+// The plan simulated again with the vLayer times of `again` (ProfileBeforeRun)
+// against the run's `measured_s`: simulated_s, simulator_error,
+// planned_compute_s (the busiest device's), compute_ratio (the run's compute
+// per device over that) and compute_vs_first_profile; empty when the plan
+// cannot take those times.
+nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run, double measured_s,
+                           const proto::ProfileFile& again);
+// "; profiled again right before: 1.402 s simulated (+2%), compute 0.97x
+// those times" for a run's JSON with "retimed", else "".
+std::string RetimedText(const nlohmann::json& run);
 
 // "vPP" or "vDP".
 std::string PlanModeName(const proto::Plan& plan);
