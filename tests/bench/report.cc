@@ -75,6 +75,25 @@ std::vector<double> SimErrors(const json& results, bool emulated,
   return v;
 }
 
+// A field of the runs' "retimed" records (profiled again right before each
+// run), emulated runs or not, of every schedule or one; `percent`: 100 |x|.
+std::vector<double> RetimedValues(const json& results, bool emulated, const std::string& field,
+                                  bool percent, const std::string& schedule = "") {
+  std::vector<double> v;
+  for (const json& c : Configs(results)) {
+    for (const json& r : c["runs"]) {
+      if (r["emulated"].get<bool>() != emulated || !r.contains("retimed") ||
+          !r["retimed"].contains(field)) {
+        continue;
+      }
+      if (!schedule.empty() && r["schedule"] != schedule) continue;
+      const double x = r["retimed"][field].get<double>();
+      v.push_back(percent ? 100 * std::fabs(x) : x);
+    }
+  }
+  return v;
+}
+
 std::vector<double> ComputeRatios(const json& results) {
   std::vector<double> v;
   for (const json& c : Configs(results)) {
@@ -178,6 +197,24 @@ std::string Headline(const json& results) {
                             "was profiled)"
                           : "");
     }
+    std::vector<std::string> retimed;
+    for (bool emulated : {false, true}) {
+      const std::vector<double> e = RetimedValues(results, emulated, "simulator_error", true);
+      if (e.empty()) continue;
+      const std::vector<double> h =
+          RetimedValues(results, emulated, "simulator_error", true, "harmony");
+      const std::vector<double> ratio = RetimedValues(results, emulated, "compute_ratio", false);
+      retimed.push_back(absl::StrCat(
+          RangeText(e, "%.0f%%"), emulated ? " emulated" : " without link emulation",
+          h.empty() ? "" : absl::StrCat(" (Harmony's ", RangeText(h, "%.0f%%"), ")"),
+          ratio.empty() ? ""
+                        : absl::StrCat(", the runtime's compute ", RangeText(ratio, "%.2fx"),
+                                       " those times")));
+    }
+    if (!retimed.empty()) {
+      absl::StrAppend(&out, "; with the model profiled again at the plan's sizes right before "
+                            "each run: median |error| ", absl::StrJoin(retimed, "; "));
+    }
     std::vector<std::string> at_speed;
     for (bool emulated : {false, true}) {
       const std::vector<double> e =
@@ -272,17 +309,18 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "computing them); the profiler times each backward on the model's own gradients, so "
         "that its times hold under either policy.\n\n"
         "| denormals | Harmony iteration | simulated | error | compute, measured ÷ profiled | "
-        "plain loop |\n|---|---|---|---|---|---|\n",
+        "profiled again right before: simulated (error) | compute ÷ those times | plain loop "
+        "|\n|---|---|---|---|---|---|---|---|\n",
         d["model"].get<std::string>(),
         d["model"] == "vgg" ? " (a deep plain conv stack: its backward makes denormal gradients)"
                             : "",
         d["devices"].get<int>(), d["minibatch"].get<int>(), d["cpu_model"].get<std::string>());
     for (const json& r : d["runs"]) {
-      absl::StrAppendFormat(&md, "| %s | %s | %s | %+.0f%% | %.2fx | %s |\n",
+      absl::StrAppendFormat(&md, "| %s | %s | %s | %+.0f%% | %.2fx | %s | %s |\n",
                             r["flush_denormal"].get<bool>() ? "flushed" : "computed",
                             TimeCell(r["iteration_s"]), Seconds(r["simulated_s"].get<double>()),
                             100 * r["simulator_error"].get<double>(),
-                            r["compute_ratio"].get<double>(),
+                            r["compute_ratio"].get<double>(), report::RetimedCells(r),
                             TimeCell(r["plain_loop_iteration_s"]));
     }
     md += "\n";

@@ -63,6 +63,16 @@ double ComputeRatio(const json& config, const json& run) {
   return planned > 0 ? run["compute_s"].get<double>() / devices / planned : 0;
 }
 
+std::string RetimedCells(const json& run) {
+  if (!run.contains("retimed")) return "n/a | n/a";
+  const json& t = run["retimed"];
+  return absl::StrFormat("%s (%+.0f%%) | %s", Seconds(t["simulated_s"].get<double>()),
+                         100 * t["simulator_error"].get<double>(),
+                         t.contains("compute_ratio")
+                             ? absl::StrFormat("%.2f", t["compute_ratio"].get<double>())
+                             : std::string("n/a"));
+}
+
 std::string Emulated(const json& results) {
   if (!results.contains("link_balance")) return "?";
   return common::FormatBandwidth(results["link_balance"]["emulated_link_bytes_per_s"].get<double>());

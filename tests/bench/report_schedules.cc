@@ -384,7 +384,12 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         "error shows that rather than the schedule (a shared VM's speed can swing by tens of "
         "percent over minutes: docs/bench/scale.md). So the column after it is the plan "
         "simulated again with the profile's compute times scaled by that ratio (harmony-plan "
-        "simulate --compute-scale): the simulator's error at the speed the machine ran.",
+        "simulate --compute-scale): the simulator's error at the speed the machine ran. "
+        "That uses the run's own measurement; the two columns before it do not: right before "
+        "each run the bench profiles the model again at the plan's microbatch sizes "
+        "(harmony-plan profile --microbatches, seconds) and simulates the plan with those "
+        "times (harmony-plan simulate --times-from), as a user on a machine whose speed "
+        "drifts would before a run.",
         latencies.empty()
             ? ""
             : absl::StrCat(" Emulated rows are planned with a fixed cost per host transfer, the "
@@ -392,8 +397,9 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
                            "sleep oversleeps (harmony-plan --host-link-latency): ",
                            latencies, "."),
         "\n\n| config | link | schedule | simulated | measured | error | compute, measured ÷ "
-        "profiled | error at that compute speed |\n"
-        "|---|---|---|---|---|---|---|---|\n");
+        "profiled | profiled again right before: simulated (error) | compute ÷ those times | "
+        "error at the run's compute speed |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n");
     for (bool emulated : {false, true}) {
       for (const json& c : Configs(results)) {
         for (const std::string& sched : kSchedules) {
@@ -407,13 +413,13 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
                         100 * (*r)["simulator_error_at_measured_compute"].get<double>(),
                         Seconds((*r)["simulated_at_measured_compute_s"].get<double>()))
                   : "n/a";
-          absl::StrAppendFormat(md, "| %s | %s | %s | %s | %s | %+.0f%% | %s | %s |\n",
+          absl::StrAppendFormat(md, "| %s | %s | %s | %s | %s | %+.0f%% | %s | %s | %s |\n",
                                 ConfigName(c), emulated ? "**emulated**" : "none", sched,
                                 Seconds((*r)["simulated_s"].get<double>()),
                                 Seconds((*r)["iteration_s"]["median"].get<double>()),
                                 100 * (*r)["simulator_error"].get<double>(),
                                 compute > 0 ? absl::StrFormat("%.2f", compute) : "n/a",
-                                at_speed);
+                                RetimedCells(*r), at_speed);
         }
       }
     }

@@ -98,6 +98,12 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   // Simulated again at that speed: 1.2 s against the measured 1 s.
   config["runs"][4]["simulated_at_measured_compute_s"] = 1.2;
   config["runs"][4]["simulator_error_at_measured_compute"] = 0.2;
+  // Profiled again right before the run: 0.95 s simulated, the run's
+  // compute 1.04x those times; on-demand's -8%.
+  config["runs"][4]["retimed"] = {{"simulated_s", 0.95}, {"simulator_error", -0.05},
+                                  {"compute_ratio", 1.04}, {"planned_compute_s", 1.2}};
+  config["runs"][5]["retimed"] = {{"simulated_s", 0.92}, {"simulator_error", -0.08},
+                                  {"compute_ratio", 0.98}, {"planned_compute_s", 1.0}};
   results["schedules"]["configs"][0] = config;
   const std::string headline = Headline(results);
   EXPECT_NE(headline.find("compute per device was 1.25x the profile's"), std::string::npos)
@@ -118,8 +124,18 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("**emulated**"), std::string::npos);
   EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
   // Emulated Harmony.
-  EXPECT_NE(md->find("| +10% | 1.25 | +20% (1.20 s) |"), std::string::npos) << *md;
-  EXPECT_NE(md->find("| +10% | n/a | n/a |"), std::string::npos) << *md;  // No compute figures.
+  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%) | 1.04 | +20% (1.20 s) |"),
+            std::string::npos)
+      << *md;
+  EXPECT_NE(md->find("| +10% | n/a | n/a | n/a | n/a |"), std::string::npos) << *md;  // None.
+  EXPECT_NE(md->find("| ondemand | 1.00 s | 1.00 s | +0% | n/a | 920.0 ms (-8%) | 0.98 | n/a |"),
+            std::string::npos)
+      << *md;
+  EXPECT_NE(headline.find("profiled again at the plan's sizes right before each run: median "
+                          "|error| 6% (5%–8%) emulated (Harmony's 5%), the runtime's compute "
+                          "1.01x (0.98x–1.04x) those times"),
+            std::string::npos)
+      << headline;
   EXPECT_NE(headline.find("simulated again at the compute speed each run measured: median "
                           "|error| 20% emulated"),
             std::string::npos)
@@ -239,6 +255,8 @@ TEST(ReportTest, DenormalsBothWays) {
                 {"simulated_s", simulated},
                 {"simulator_error", (simulated - measured) / measured},
                 {"compute_ratio", ratio},
+                {"retimed", {{"simulated_s", simulated * 1.1}, {"simulator_error", 0.05},
+                             {"compute_ratio", 0.97}}},
                 {"plain_loop_iteration_s",
                  {{"median", plain}, {"min", plain}, {"max", plain}, {"runs", 3}}}};
   };
@@ -255,7 +273,7 @@ TEST(ReportTest, DenormalsBothWays) {
   EXPECT_NE(md->find("## Denormal numbers"), std::string::npos) << *md;
   EXPECT_NE(md->find("on Intel Xeon"), std::string::npos) << *md;
   EXPECT_NE(md->find("| computed | 4.00 s"), std::string::npos) << *md;
-  EXPECT_NE(md->find("| -10% | 1.10x |"), std::string::npos) << *md;
+  EXPECT_NE(md->find("| -10% | 1.10x | 3.96 s (+5%) | 0.97 |"), std::string::npos) << *md;
   EXPECT_NE(md->find("| flushed | 1.00 s"), std::string::npos) << *md;
 }
 
