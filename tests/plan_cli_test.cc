@@ -412,6 +412,36 @@ TEST(PlanCliTest, PlanIsValidReadableAndByteIdenticalOnRerun) {
   EXPECT_EQ(bad_scale.exit_code, 1) << bad_scale.output;
   EXPECT_NE(bad_scale.output.find("compute scale -1: a positive factor"), std::string::npos)
       << bad_scale.output;
+  // With the vLayers profiled again at the plan's sizes (as right before a
+  // run): the times taken are said, and a profile of another model refused.
+  const proto::Configuration& sizes = read->config();
+  auto again = RunCommand(absl::StrCat(
+      kPlan, " profile ", Tmp("p.pt"), " --sample-input ", Tmp("p_data.pt"),
+      " --devices cpu:2x64MiB --repeats 1 --microbatches ", sizes.forward_microbatch(), ",",
+      sizes.backward_microbatch(), " --profile-out ", Tmp("again.json")));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  auto retimed = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("a.pb"), " --times-from ",
+                                         Tmp("again.json")));
+  ASSERT_EQ(retimed.exit_code, 0) << retimed.output;
+  EXPECT_NE(retimed.output.find(absl::StrCat("vLayer times from ", Tmp("again.json"), ": ")),
+            std::string::npos)
+      << retimed.output;
+  EXPECT_NE(retimed.output.find(" rows taken, "), std::string::npos) << retimed.output;
+  std::string other_json = *common::ReadFileToString(Tmp("again.json"));
+  const std::string sha = read->model().sha256();
+  ASSERT_NE(other_json.find(sha), std::string::npos);
+  other_json.replace(other_json.find(sha), sha.size(), std::string(sha.size(), '0'));
+  ASSERT_TRUE(common::WriteFileAtomically(Tmp("other.json"), other_json).ok());
+  auto other_times = RunCommand(absl::StrCat(kPlan, " simulate ", Tmp("a.pb"), " --times-from ",
+                                             Tmp("other.json")));
+  EXPECT_EQ(other_times.exit_code, 1) << other_times.output;
+  EXPECT_NE(other_times.output.find("a profile of another model"), std::string::npos)
+      << other_times.output;
+  auto bad_sizes = RunCommand(absl::StrCat(kPlan, " profile ", Tmp("p.pt"), " --sample-input ",
+                                           Tmp("p_data.pt"), " --microbatches 4,many"));
+  EXPECT_EQ(bad_sizes.exit_code, 1) << bad_sizes.output;
+  EXPECT_NE(bad_sizes.output.find("\"many\" is not a size"), std::string::npos)
+      << bad_sizes.output;
   auto bad_latency = RunCommand(absl::StrCat(plan, Tmp("lat2.pb"), " --host-link-latency soon"));
   EXPECT_EQ(bad_latency.exit_code, 1);
   EXPECT_NE(bad_latency.output.find("soon"), std::string::npos) << bad_latency.output;

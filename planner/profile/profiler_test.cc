@@ -201,6 +201,33 @@ TEST(ProfilerTest, ProbingFindsTheLargestMicrobatchThatFits) {
   EXPECT_TRUE(over);
 }
 
+// harmony-plan profile --microbatches: exactly the sizes asked (sorted, once
+// each), no probing; the largest is the profile's largest.
+TEST(ProfilerTest, OnlyTheMicrobatchesAsked) {
+  const std::string path = Tmp("gpt_sizes.pt");
+  common::TrainingData sample = WriteZoo("gpt", path);
+  ProfilerOptions options = Options(64ull << 20, 256);
+  options.microbatches = {6, 2, 2};
+  absl::StatusOr<proto::ProfileFile> file = ProfileModel(path, sample, options);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const proto::Profile& p = file->profile();
+  EXPECT_EQ(p.max_forward_microbatch(), 6u);
+  EXPECT_EQ(p.max_backward_microbatch(), 6u);
+  ASSERT_GT(p.vlayers_size(), 0);
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    ASSERT_EQ(v.by_microbatch_size(), 2);
+    EXPECT_EQ(v.by_microbatch(0).size(), 2u);
+    EXPECT_EQ(v.by_microbatch(1).size(), 6u);
+    EXPECT_GT(v.by_microbatch(1).backward_time_busy_s(), 0);
+  }
+  options.microbatches = {0, 4};
+  absl::StatusOr<proto::ProfileFile> bad = ProfileModel(path, sample, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("microbatch size 0"), std::string::npos)
+      << bad.status();
+}
+
 TEST(ProfilerTest, TooLittleMemoryIsResourceExhausted) {
   const std::string path = Tmp("mlp.pt");
   common::TrainingData sample = WriteZoo("mlp", path);

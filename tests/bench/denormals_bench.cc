@@ -59,14 +59,12 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& o, double emul
       m.device_memory = RoundUp(m.device_memory * 5 / 4, 64 << 10);
     }
     if (!made.ok()) return made.status();
-    // Profiled again at the plan's sizes right before it runs (the first
-    // profile took minutes, over which a shared VM's speed drifts).
-    absl::StatusOr<proto::ProfileFile> again =
-        ProfileBeforeRun(made->plan, *model, absl::StrCat("denormals: ", name));
-    if (!again.ok()) return again.status();
-    absl::StatusOr<RunResult> run = TrainWithPlan(made->plan, model->model_path, model->data,
-                                                  m.device_memory, emulated_link, o.runs,
-                                                  o.warmups);
+    // Profiled again at the plan's sizes around the timed iterations (the
+    // first profile took minutes, over which a shared VM's speed drifts).
+    absl::StatusOr<RunResult> run =
+        TrainWithPlan(made->plan, model->model_path, model->data, m.device_memory,
+                      emulated_link, o.runs, o.warmups, nullptr,
+                      absl::StrCat("denormals: ", name));
     if (!run.ok()) return run.status();
     absl::StatusOr<std::vector<double>> plain =
         TimePlainLoop(made->plan, model->model_path, model->data, o.runs);
@@ -86,7 +84,7 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& o, double emul
     r["planned_compute_s"] = planned_compute;
     r["compute_ratio"] = planned_compute > 0 ? run->compute_s / planned_compute : 0.0;
     r["plain_loop_iteration_s"] = ToJson(plain_seconds);
-    if (nlohmann::json t = RetimedJson(made->plan, *run, seconds.median, *again); !t.empty()) {
+    if (nlohmann::json t = RetimedJson(made->plan, *run); !t.empty()) {
       r["retimed"] = std::move(t);
     }
     Log(absl::StrFormat(

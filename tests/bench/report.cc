@@ -75,8 +75,8 @@ std::vector<double> SimErrors(const json& results, bool emulated,
   return v;
 }
 
-// A field of the runs' "retimed" records (profiled again right before each
-// run), emulated runs or not, of every schedule or one; `percent`: 100 |x|.
+// A field of the runs' "retimed" records (profiled again around each run:
+// before its timed iterations and after them), emulated runs or not, of every schedule or one; `percent`: 100 |x|.
 std::vector<double> RetimedValues(const json& results, bool emulated, const std::string& field,
                                   bool percent, const std::string& schedule = "") {
   std::vector<double> v;
@@ -212,8 +212,8 @@ std::string Headline(const json& results) {
                                        " those times")));
     }
     if (!retimed.empty()) {
-      absl::StrAppend(&out, "; with the model profiled again at the plan's sizes right before "
-                            "each run: median |error| ", absl::StrJoin(retimed, "; "));
+      absl::StrAppend(&out, "; with the model profiled again at the plan's sizes around each "
+                            "run: median |error| ", absl::StrJoin(retimed, "; "));
     }
     std::vector<std::string> at_speed;
     for (bool emulated : {false, true}) {
@@ -309,7 +309,7 @@ absl::Status WriteReport(const json& results, const std::string& dir) {
         "computing them); the profiler times each backward on the model's own gradients, so "
         "that its times hold under either policy.\n\n"
         "| denormals | Harmony iteration | simulated | error | compute, measured ÷ profiled | "
-        "profiled again right before: simulated (error) | compute ÷ those times | plain loop "
+        "profiled again around the run: simulated (error) | compute ÷ those times | plain loop "
         "|\n|---|---|---|---|---|---|---|---|\n",
         d["model"].get<std::string>(),
         d["model"] == "vgg" ? " (a deep plain conv stack: its backward makes denormal gradients)"

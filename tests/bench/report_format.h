@@ -45,7 +45,7 @@ const json& Configs(const json& results);
 // The runtime's compute per device over the profile's for the same work
 // (the plan's microbatches and packs); 0 when the run lacks either.
 double ComputeRatio(const json& config, const json& run);
-// Two table cells for a run profiled again right before it ran ("retimed"):
+// Two table cells for a run profiled again around it ("retimed"):
 // "1.40 s (+2%) | 0.97" (the plan simulated with those times, its error; the
 // run's compute over those times), or "n/a | n/a".
 std::string RetimedCells(const json& run);

@@ -386,10 +386,10 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         "simulated again with the profile's compute times scaled by that ratio (harmony-plan "
         "simulate --compute-scale): the simulator's error at the speed the machine ran. "
         "That uses the run's own measurement; the two columns before it do not: right before "
-        "each run the bench profiles the model again at the plan's microbatch sizes "
-        "(harmony-plan profile --microbatches, seconds) and simulates the plan with those "
-        "times (harmony-plan simulate --times-from), as a user on a machine whose speed "
-        "drifts would before a run.",
+        "each run's timed iterations and right after them the bench profiles the model again "
+        "at the plan's microbatch sizes (harmony-plan profile --microbatches, seconds) and "
+        "simulates the plan with the two profiles' mean times (harmony-plan simulate "
+        "--times-from), as a user on a machine whose speed drifts would before a run.",
         latencies.empty()
             ? ""
             : absl::StrCat(" Emulated rows are planned with a fixed cost per host transfer, the "
@@ -397,7 +397,7 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
                            "sleep oversleeps (harmony-plan --host-link-latency): ",
                            latencies, "."),
         "\n\n| config | link | schedule | simulated | measured | error | compute, measured ÷ "
-        "profiled | profiled again right before: simulated (error) | compute ÷ those times | "
+        "profiled | profiled again around the run: simulated (error) | compute ÷ those times | "
         "error at the run's compute speed |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n");
     for (bool emulated : {false, true}) {

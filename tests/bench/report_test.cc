@@ -98,7 +98,7 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   // Simulated again at that speed: 1.2 s against the measured 1 s.
   config["runs"][4]["simulated_at_measured_compute_s"] = 1.2;
   config["runs"][4]["simulator_error_at_measured_compute"] = 0.2;
-  // Profiled again right before the run: 0.95 s simulated, the run's
+  // Profiled again around the run: 0.95 s simulated, the run's
   // compute 1.04x those times; on-demand's -8%.
   config["runs"][4]["retimed"] = {{"simulated_s", 0.95}, {"simulator_error", -0.05},
                                   {"compute_ratio", 1.04}, {"planned_compute_s", 1.2}};
@@ -131,7 +131,7 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("| ondemand | 1.00 s | 1.00 s | +0% | n/a | 920.0 ms (-8%) | 0.98 | n/a |"),
             std::string::npos)
       << *md;
-  EXPECT_NE(headline.find("profiled again at the plan's sizes right before each run: median "
+  EXPECT_NE(headline.find("profiled again at the plan's sizes around each run: median "
                           "|error| 6% (5%–8%) emulated (Harmony's 5%), the runtime's compute "
                           "1.01x (0.98x–1.04x) those times"),
             std::string::npos)

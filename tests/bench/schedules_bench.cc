@@ -70,7 +70,7 @@ std::string ReferenceKey(const proto::Plan& plan) {
 
 // What every run records: the link, the measured and simulated times.
 nlohmann::json RunJson(const std::string& schedule, double link, const planner::MadePlan& made,
-                       const RunResult& run, const proto::ProfileFile* retimed) {
+                       const RunResult& run) {
   const Stats seconds = Summarize(run.seconds);
   nlohmann::json r;
   r["schedule"] = schedule;
@@ -119,11 +119,8 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
       }
     }
   }
-  // The plan simulated with its vLayers profiled again right before the run.
-  if (retimed != nullptr) {
-    nlohmann::json t = RetimedJson(made.plan, run, seconds.median, *retimed);
-    if (!t.empty()) r["retimed"] = std::move(t);
-  }
+  // The plan simulated with its vLayers profiled again around the run.
+  if (nlohmann::json t = RetimedJson(made.plan, run); !t.empty()) r["retimed"] = std::move(t);
   // Per backward pack but the fused last: keep its activations or
   // recompute them (plan::Config::keep).
   nlohmann::json keep = nlohmann::json::array();
@@ -358,7 +355,6 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           // would with --memory-reserve; the report shows the reserve used.
           planner::MadePlan made;
           absl::StatusOr<RunResult> run = absl::UnknownError("not run");
-          proto::ProfileFile retimed;
           double reserve = 0.1;
           bool fits = true;
           for (;; reserve += 0.1) {
@@ -393,12 +389,10 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             // The large minibatch's iterations are long (on-demand's most):
             // fewer of them.
             const bool large = !o.quick && d >= kLargeMinibatch;
-            absl::StatusOr<proto::ProfileFile> again = ProfileBeforeRun(made.plan, *model, absl::StrCat("schedules: ", label));
-            if (!again.ok()) return again.status();
-            retimed = *std::move(again);
             run = TrainWithPlan(made.plan, model->model_path, data, memory, link,
                                 large ? std::min(o.runs, 2) : o.runs,
-                                large ? std::min(o.warmups, 1) : o.warmups);
+                                large ? std::min(o.warmups, 1) : o.warmups, nullptr,
+                                absl::StrCat("schedules: ", label));
             if (run.ok() || !absl::IsResourceExhausted(run.status()) || reserve > 0.45) break;
             Log(absl::StrFormat("schedules: %s: %s; planning again with %.0f%% reserved",
                                 label, run.status().message(), 100 * (reserve + 0.1)));
@@ -433,7 +427,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
             }
           }
           const Stats seconds = Summarize(run->seconds);
-          nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run, &retimed);
+          nlohmann::json r = RunJson(planner::ScheduleName(s), link, made, *run);
           r["mode"] = PlanModeName(plan);
           r["memory_reserve"] = reserve;
           r["forward_microbatch"] = plan.config().forward_microbatch();
@@ -469,14 +463,11 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           m.microbatch = (*h)["backward_microbatch"].get<int>();
           absl::StatusOr<planner::MadePlan> planned = PlanSchedule(profiles[n], m);
           if (planned.ok()) {
-            absl::StatusOr<proto::ProfileFile> retimed = ProfileBeforeRun(
-                planned->plan, *model, absl::StrCat("schedules: ", spec.name, ", ondemand at Harmony's microbatch"));
-            if (!retimed.ok()) return retimed.status();
-            absl::StatusOr<RunResult> run =
-                TrainWithPlan(planned->plan, model->model_path, data, memory, link, o.runs,
-                              o.warmups);
+            absl::StatusOr<RunResult> run = TrainWithPlan(
+                planned->plan, model->model_path, data, memory, link, o.runs, o.warmups, nullptr,
+                absl::StrCat("schedules: ", spec.name, ", ondemand at Harmony's microbatch"));
             if (!run.ok()) return run.status();
-            nlohmann::json r = RunJson("ondemand", link, *planned, *run, &*retimed);
+            nlohmann::json r = RunJson("ondemand", link, *planned, *run);
             r["at_harmony_microbatch"] = true;
             Log(absl::StrFormat("schedules: %s, ondemand at microbatch %d: %.3f s (%.3f s "
                                 "simulated%s)", spec.name, m.microbatch,
@@ -501,12 +492,10 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                              planned.ok() ? absl::string_view("only a baseline's schedule fits")
                                           : planned.status().message()));
           } else {
-            absl::StatusOr<proto::ProfileFile> retimed = ProfileBeforeRun(
-                planned->plan, *model, absl::StrCat("schedules: ", spec.name, ", harmony in one pass"));
-            if (!retimed.ok()) return retimed.status();
-            absl::StatusOr<RunResult> run =
-                TrainWithPlan(planned->plan, model->model_path, data, memory, link,
-                              std::min(o.runs, 2), std::min(o.warmups, 1));
+            absl::StatusOr<RunResult> run = TrainWithPlan(
+                planned->plan, model->model_path, data, memory, link, std::min(o.runs, 2),
+                std::min(o.warmups, 1), nullptr,
+                absl::StrCat("schedules: ", spec.name, ", harmony in one pass"));
             if (!run.ok()) return run.status();
             if (absl::Status c = check_reference(
                     planned->plan, *run,
@@ -515,7 +504,7 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
                 !c.ok()) {
               return c;
             }
-            nlohmann::json r = RunJson("harmony", link, *planned, *run, &*retimed);
+            nlohmann::json r = RunJson("harmony", link, *planned, *run);
             r["one_pass"] = true;
             std::vector<double> rates;
             for (double t : run->seconds) rates.push_back(d / t);

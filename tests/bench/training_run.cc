@@ -95,45 +95,14 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   return planner::ProfileModel(model_path, data, p);
 }
 
-absl::StatusOr<proto::ProfileFile> ProfileAgainForPlan(const proto::Plan& plan,
-                                                       const std::string& model_path,
-                                                       const common::TrainingData& data) {
-  const proto::Configuration& c = plan.config();
-  planner::ProfilerOptions p;
-  p.devices.kind = common::DeviceSpec::Kind::kCpu;
-  p.devices.count = static_cast<int>(std::max<uint32_t>(1, c.num_devices()));
-  p.devices.capacity = uint64_t{1} << 30;
-  p.microbatches = {static_cast<int>(c.forward_microbatch()),
-                    static_cast<int>(c.backward_microbatch())};
-  for (uint32_t u : c.backward_pack_microbatches()) p.microbatches.push_back(static_cast<int>(u));
-  p.repeats = 3;
-  p.flush_denormal = common::CallingThreadFlushesDenormal();
-  p.bf16 = plan.profile().precision() == proto::BF16;
-  p.fp32_gradients = plan.profile().fp32_gradients();
-  return planner::ProfileModel(model_path, data, p);
-}
-
-absl::StatusOr<proto::ProfileFile> ProfileBeforeRun(const proto::Plan& plan,
-                                                    const WrittenModel& model,
-                                                    const std::string& label) {
-  Stopwatch watch;
-  absl::StatusOr<proto::ProfileFile> p = ProfileAgainForPlan(plan, model.model_path, model.data);
-  if (!p.ok()) return p.status();
-  proto::ProfileFile mine = planner::ProfileOfPlan(plan);
-  absl::StatusOr<planner::ReplacedTimes> r = planner::ReplaceComputeTimes(mine, *p);
-  Log(absl::StrFormat("%s: profiled again at its sizes in %.1f s, compute %s the first "
-                      "profile's", label, watch.seconds(),
-                      r.ok() ? absl::StrFormat("%.2fx", r->ratio) : std::string("n/a")));
-  return p;
-}
-
-nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run, double measured_s,
-                           const proto::ProfileFile& again) {
+nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
   nlohmann::json t;
+  const double measured_s = Summarize(run.seconds).median;
+  if (!run.again || !(measured_s > 0)) return t;
   planner::ResimulateOptions o;
-  o.times_from = &again;
+  o.times_from = &*run.again;
   absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(plan, o);
-  if (!at.ok() || !(measured_s > 0)) return t;
+  if (!at.ok()) return t;
   const int devices = std::max(1, static_cast<int>(plan.config().num_devices()));
   t["compute_vs_first_profile"] = at->replaced.ratio;
   t["simulated_s"] = at->sim.iteration_s;
@@ -149,7 +118,7 @@ std::string RetimedText(const nlohmann::json& r) {
   if (!r.contains("retimed")) return "";
   const nlohmann::json& t = r["retimed"];
   return absl::StrFormat(
-      "; profiled again right before: %.3f s simulated (%+.0f%%), compute %s",
+      "; profiled again around the run: %.3f s simulated (%+.0f%%), compute %s",
       t["simulated_s"].get<double>(), 100 * t["simulator_error"].get<double>(),
       t.contains("compute_ratio")
           ? absl::StrFormat("%.2fx those times", t["compute_ratio"].get<double>())
@@ -236,10 +205,66 @@ common::TrainingData RepeatData(const common::TrainingData& data, int64_t sample
   return out;
 }
 
+namespace {
+
+// The model profiled again at the sizes `plan` uses (TrainWithPlan's
+// again_label), logged as "LABEL: profiled again at the plan's sizes
+// (WHEN) in T s, compute Nx the first profile's".
+absl::StatusOr<proto::ProfileFile> ProfileAgain(const proto::Plan& plan,
+                                                const std::string& model_path,
+                                                const common::TrainingData& data,
+                                                const std::string& label, const char* when) {
+  Stopwatch watch;
+  const proto::Configuration& c = plan.config();
+  planner::ProfilerOptions p;
+  p.devices.kind = common::DeviceSpec::Kind::kCpu;
+  p.devices.count = static_cast<int>(std::max<uint32_t>(1, c.num_devices()));
+  p.devices.capacity = uint64_t{1} << 30;
+  p.microbatches = {static_cast<int>(c.forward_microbatch()),
+                    static_cast<int>(c.backward_microbatch())};
+  for (uint32_t u : c.backward_pack_microbatches()) p.microbatches.push_back(static_cast<int>(u));
+  p.repeats = 3;
+  p.flush_denormal = common::CallingThreadFlushesDenormal();
+  p.bf16 = plan.profile().precision() == proto::BF16;
+  p.fp32_gradients = plan.profile().fp32_gradients();
+  absl::StatusOr<proto::ProfileFile> again = planner::ProfileModel(model_path, data, p);
+  if (!again.ok()) return again.status();
+  proto::ProfileFile mine = planner::ProfileOfPlan(plan);
+  absl::StatusOr<planner::ReplacedTimes> r = planner::ReplaceComputeTimes(mine, *again);
+  Log(absl::StrFormat("%s: profiled again at the plan's sizes (%s) in %.1f s, compute %s the "
+                      "first profile's", label, when, watch.seconds(),
+                      r.ok() ? absl::StrFormat("%.2fx", r->ratio) : std::string("n/a")));
+  return again;
+}
+
+// `before` with each device compute time the mean of its and `after`'s.
+proto::ProfileFile MeanTimes(proto::ProfileFile before, const proto::ProfileFile& after) {
+  auto* vlayers = before.mutable_profile()->mutable_vlayers();
+  for (int k = 0; k < vlayers->size() && k < after.profile().vlayers_size(); ++k) {
+    auto* rows = (*vlayers)[k].mutable_by_microbatch();
+    const auto& other = after.profile().vlayers(k).by_microbatch();
+    for (int i = 0; i < rows->size() && i < other.size(); ++i) {
+      proto::MicrobatchProfile& m = (*rows)[i];
+      const proto::MicrobatchProfile& o = other[i];
+      if (m.size() != o.size()) continue;
+      m.set_forward_time_s((m.forward_time_s() + o.forward_time_s()) / 2);
+      m.set_backward_time_s((m.backward_time_s() + o.backward_time_s()) / 2);
+      m.set_forward_time_busy_s((m.forward_time_busy_s() + o.forward_time_busy_s()) / 2);
+      m.set_backward_time_busy_s((m.backward_time_busy_s() + o.backward_time_busy_s()) / 2);
+      m.set_forward_time_one_s((m.forward_time_one_s() + o.forward_time_one_s()) / 2);
+      m.set_backward_time_one_s((m.backward_time_one_s() + o.backward_time_one_s()) / 2);
+    }
+  }
+  return before;
+}
+
+}  // namespace
+
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
                                         uint64_t device_memory, double emulate_link, int runs,
-                                        int warmups, const executor::TrainingRecipe* recipe) {
+                                        int warmups, const executor::TrainingRecipe* recipe,
+                                        const std::string& again_label) {
   executor::RuntimeOptions o;
   o.devices.kind = common::DeviceSpec::Kind::kCpu;
   o.devices.count = static_cast<int>(plan.config().num_devices());
@@ -258,7 +283,14 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   if (absl::Status set = (*runtime)->SetData(data); !set.ok()) return set;
   RunResult r;
   std::vector<double> compute, wait, optimizer;
+  std::optional<proto::ProfileFile> before;
   for (int i = 0; i < warmups + runs; ++i) {
+    if (i == warmups && !again_label.empty()) {
+      absl::StatusOr<proto::ProfileFile> p =
+          ProfileAgain(plan, model_path, data, again_label, "before the timed iterations");
+      if (!p.ok()) return p.status();
+      before = *std::move(p);
+    }
     absl::StatusOr<executor::IterationMetrics> m = (*runtime)->RunIteration();
     if (!m.ok()) return m.status();
     r.losses.push_back(m->loss);
@@ -276,6 +308,12 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
     for (size_t d = 0; d < m->device_peak_bytes.size(); ++d) {
       r.device_peak_bytes[d] = std::max(r.device_peak_bytes[d], m->device_peak_bytes[d]);
     }
+  }
+  if (before) {
+    absl::StatusOr<proto::ProfileFile> after =
+        ProfileAgain(plan, model_path, data, again_label, "after them");
+    if (!after.ok()) return after.status();
+    r.again = MeanTimes(*std::move(before), *after);
   }
   r.compute_s = Summarize(compute).median;
   r.swap_wait_s = Summarize(wait).median;

@@ -9,6 +9,7 @@
 #define HARMONY_TESTS_BENCH_TRAINING_RUN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,21 +55,6 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              int max_microbatch, int threads_per_device = 0,
                                              bool bf16 = false, bool fp32_gradients = false);
 
-// The model profiled again at the microbatch sizes `plan` uses (forward,
-// backward, each pack's), on its devices, precision and the calling thread's
-// denormal policy: right before the plan runs, so that the simulator is fed
-// the machine's speed of that moment (a shared VM's drifts by tens of
-// percent over minutes; planner::ResimulateOptions::times_from).
-absl::StatusOr<proto::ProfileFile> ProfileAgainForPlan(const proto::Plan& plan,
-                                                       const std::string& model_path,
-                                                       const common::TrainingData& data);
-
-// ProfileAgainForPlan, logged as "LABEL: profiled again at its sizes in T s,
-// compute Nx the first profile's".
-absl::StatusOr<proto::ProfileFile> ProfileBeforeRun(const proto::Plan& plan,
-                                                    const WrittenModel& model,
-                                                    const std::string& label);
-
 // Parameter and buffer bytes; gradient bytes.
 uint64_t WeightBytes(const proto::ProfileFile& profile);
 uint64_t GradientBytes(const proto::ProfileFile& profile);
@@ -104,17 +90,26 @@ struct RunResult {
   // With clipping: timed iterations where it fired, and where speculated
   // updates were redone.
   int clipped = 0, redone = 0;
+  // With `again_label`: the model profiled again at the plan's sizes right
+  // before the timed iterations and right after them, their times averaged.
+  std::optional<proto::ProfileFile> again;
 };
 
 // Trains `runs` timed iterations after `warmups` untimed ones on
 // `plan.num_devices` virtual devices of `device_memory` bytes, the host link
 // throttled to `emulate_link` bytes/s when > 0; with `recipe` (clipping)
-// when given.
+// when given. With `again_label`, the model is profiled again at the sizes
+// the plan uses (forward, backward, each pack's; its devices, precision and
+// the calling thread's denormal policy) right before the timed iterations
+// and right after them, logged under that label, into RunResult::again: the
+// profile each model's plans come from is taken once, minutes before most
+// runs, and a shared VM's speed drifts by tens of percent meanwhile.
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
                                         uint64_t device_memory, double emulate_link, int runs,
                                         int warmups = 1,
-                                        const executor::TrainingRecipe* recipe = nullptr);
+                                        const executor::TrainingRecipe* recipe = nullptr,
+                                        const std::string& again_label = "");
 
 // The plain LibTorch loop over the plan's microbatches, `iterations` of
 // them: the losses the runtime's must equal.
@@ -133,14 +128,13 @@ absl::StatusOr<std::vector<double>> TimePlainLoop(const proto::Plan& plan,
 // `data` repeated until it holds at least `samples` samples.
 common::TrainingData RepeatData(const common::TrainingData& data, int64_t samples);
 
-// The plan simulated again with the vLayer times of `again` (ProfileBeforeRun)
-// against the run's `measured_s`: simulated_s, simulator_error,
-// planned_compute_s (the busiest device's), compute_ratio (the run's compute
-// per device over that) and compute_vs_first_profile; empty when the plan
-// cannot take those times.
-nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run, double measured_s,
-                           const proto::ProfileFile& again);
-// "; profiled again right before: 1.402 s simulated (+2%), compute 0.97x
+// The plan simulated again with the run's RunResult::again times, against its
+// median iteration: simulated_s, simulator_error, planned_compute_s (the
+// busiest device's), compute_ratio (the run's compute per device over that)
+// and compute_vs_first_profile; empty without those times or when the plan
+// cannot take them.
+nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run);
+// "; profiled again around the run: 1.402 s simulated (+2%), compute 0.97x
 // those times" for a run's JSON with "retimed", else "".
 std::string RetimedText(const nlohmann::json& run);
 
