@@ -76,7 +76,8 @@ std::vector<double> SimErrors(const json& results, bool emulated,
 }
 
 // A field of the runs' "retimed" records (profiled again around each run:
-// before its timed iterations and after them), emulated runs or not, of every schedule or one; `percent`: 100 |x|.
+// before its timed iterations and after them), emulated runs or not, of
+// every schedule or one; `percent`: 100 |x|.
 std::vector<double> RetimedValues(const json& results, bool emulated, const std::string& field,
                                   bool percent, const std::string& schedule = "") {
   std::vector<double> v;
