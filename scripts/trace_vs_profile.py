@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Per-vLayer compute of a run against a profile.
+
+Usage: scripts/trace_vs_profile.py TRACE.json PROFILE.json FORWARD_U BACKWARD_U
+
+TRACE.json: `harmony-exec run ... --trace`; PROFILE.json: a profile of the same
+model (e.g. `harmony-plan profile --microbatches U1,U2`, taken right before the
+run); FORWARD_U / BACKWARD_U: the plan's forward and backward microbatch sizes
+(`harmony-plan inspect`). Prints, per compute task kind and vLayer range, the
+median measured duration beside the profile's times (alone, beside busy devices,
+one vLayer over and over), then the totals and the measured / profiled ratios.
+"""
+import collections
+import json
+import re
+import statistics
+import sys
+
+
+def main(trace_path, profile_path, forward_u, backward_u):
+    vlayers = json.load(open(profile_path))["profile"]["vlayers"]
+
+    def row(k, size):
+        for r in vlayers[k]["by_microbatch"]:
+            if r["size"] == size:
+                return r
+        sys.exit(f"{profile_path}: vLayer {k} has no microbatch {size}: profile that size")
+
+    trace = json.load(open(trace_path))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "thread_name"}
+    tasks = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") != "X" or names.get((e["pid"], e["tid"])) != "compute":
+            continue
+        m = re.match(r"(forward|backward|forward\+loss\+backward) (\d+)-(\d+) #", e["name"])
+        if m:
+            tasks[(m.group(1), int(m.group(2)), int(m.group(3)))].append(e["dur"] / 1e6)
+    total = collections.defaultdict(float)
+    for (kind, a, b), durations in sorted(tasks.items(), key=lambda t: (t[0][1], t[0][0])):
+        forward = kind == "forward"
+        size, key = (forward_u, "forward_time") if forward else (backward_u, "backward_time")
+        prof = {s: sum(row(k, size).get(f"{key}{s}_s", 0) for k in range(a, b + 1))
+                for s in ("", "_busy", "_one")}
+        median = statistics.median(durations)
+        n = len(durations)
+        total["measured"] += median * n
+        for s, v in prof.items():
+            total[s or "_alone"] += v * n
+        print(f"{kind:22s} {a:3d}-{b:<3d} n={n:4d} measured {median * 1e3:8.3f} ms  "
+              f"alone {prof[''] * 1e3:8.3f}  busy {prof['_busy'] * 1e3:8.3f}  "
+              f"one {prof['_one'] * 1e3:8.3f}")
+    if not total:
+        sys.exit(f"{trace_path}: no compute tasks")
+    measured = total["measured"]
+    print(f"total measured {measured:.3f} s; measured / alone {measured / total['_alone']:.2f}, "
+          f"/ busy {measured / total['_busy']:.2f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
