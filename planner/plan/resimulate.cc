@@ -11,19 +11,6 @@
 
 namespace harmony::planner {
 
-void ScaleComputeTimes(proto::ProfileFile& profile, double scale) {
-  for (proto::VLayerProfile& v : *profile.mutable_profile()->mutable_vlayers()) {
-    for (proto::MicrobatchProfile& m : *v.mutable_by_microbatch()) {
-      m.set_forward_time_s(m.forward_time_s() * scale);
-      m.set_backward_time_s(m.backward_time_s() * scale);
-      m.set_forward_time_busy_s(m.forward_time_busy_s() * scale);
-      m.set_backward_time_busy_s(m.backward_time_busy_s() * scale);
-      m.set_forward_time_one_s(m.forward_time_one_s() * scale);
-      m.set_backward_time_one_s(m.backward_time_one_s() * scale);
-    }
-  }
-}
-
 namespace {
 
 // The six device compute times of a row, in a fixed order.
@@ -53,6 +40,28 @@ double Weight(const proto::MicrobatchProfile& m) {
 }
 
 }  // namespace
+
+void ScaleComputeTimes(proto::ProfileFile& profile, double scale) {
+  for (proto::VLayerProfile& v : *profile.mutable_profile()->mutable_vlayers()) {
+    for (proto::MicrobatchProfile& m : *v.mutable_by_microbatch()) {
+      for (size_t f = 0; f < std::size(kGet); ++f) (m.*kSet[f])((m.*kGet[f])() * scale);
+    }
+  }
+}
+
+void AverageComputeTimes(proto::ProfileFile& profile, const proto::ProfileFile& other) {
+  auto* vlayers = profile.mutable_profile()->mutable_vlayers();
+  for (int k = 0; k < vlayers->size() && k < other.profile().vlayers_size(); ++k) {
+    for (proto::MicrobatchProfile& m : *(*vlayers)[k].mutable_by_microbatch()) {
+      const proto::MicrobatchProfile* o = RowOfSize(other.profile().vlayers(k), m.size());
+      if (o == nullptr) continue;
+      for (size_t f = 0; f < std::size(kGet); ++f) {
+        (m.*kSet[f])(((m.*kGet[f])() + ((*o).*kGet[f])()) / 2);
+      }
+    }
+  }
+}
+
 
 absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,
                                                   const proto::ProfileFile& times) {

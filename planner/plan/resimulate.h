@@ -61,6 +61,11 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
 // Multiplies every device compute time in `profile` by `scale`.
 void ScaleComputeTimes(proto::ProfileFile& profile, double scale);
 
+// Every device compute time in `profile` the mean of its and `other`'s at the
+// same vLayer and microbatch size (two profiles taken around a run); rows
+// `other` lacks stay.
+void AverageComputeTimes(proto::ProfileFile& profile, const proto::ProfileFile& other);
+
 // Every device compute time in `profile` (forward, backward; alone, beside
 // busy devices, one vLayer run over and over) taken from `times`, a profile
 // of the same model (its SHA-256), decomposition (as many vLayers) and

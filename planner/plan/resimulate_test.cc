@@ -170,5 +170,21 @@ TEST(ResimulateTest, RefusesTimesOfAnotherModelOrDecomposition) {
   EXPECT_NE(r.status().message().find("no microbatch size"), std::string::npos) << r.status();
 }
 
+// Two profiles around a run: each time the mean of the two at its size.
+TEST(ResimulateTest, AverageComputeTimesTakesTheMeanOfTwoProfiles) {
+  FakeProfileOptions f;
+  f.layers = 2;
+  proto::ProfileFile p = MakeFakeProfile(f);
+  const proto::ProfileFile before = p;
+  proto::ProfileFile slower = p;
+  ScaleComputeTimes(slower, 3);
+  AverageComputeTimes(p, slower);
+  const auto& a = before.profile().vlayers(1).by_microbatch(0);
+  const auto& b = p.profile().vlayers(1).by_microbatch(0);
+  EXPECT_DOUBLE_EQ(b.forward_time_s(), 2 * a.forward_time_s());
+  EXPECT_DOUBLE_EQ(b.backward_time_busy_s(), 2 * a.backward_time_busy_s());
+  EXPECT_EQ(p.profile().vlayers(1).update_time_s(), before.profile().vlayers(1).update_time_s());
+}
+
 }  // namespace
 }  // namespace harmony::planner

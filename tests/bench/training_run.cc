@@ -81,13 +81,15 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
                                              int max_microbatch, int threads_per_device,
-                                             bool bf16, bool fp32_gradients) {
+                                             bool bf16, bool fp32_gradients,
+                                             const std::vector<int>& microbatches) {
   planner::ProfilerOptions p;
   p.threads_per_device = threads_per_device;
   p.devices.kind = common::DeviceSpec::Kind::kCpu;
   p.devices.count = devices;
   p.devices.capacity = uint64_t{1} << 30;
   p.max_microbatch = max_microbatch;
+  p.microbatches = microbatches;
   p.repeats = 3;
   p.flush_denormal = common::CallingThreadFlushesDenormal();  // The bench's policy.
   p.bf16 = bf16;
@@ -216,18 +218,12 @@ absl::StatusOr<proto::ProfileFile> ProfileAgain(const proto::Plan& plan,
                                                 const std::string& label, const char* when) {
   Stopwatch watch;
   const proto::Configuration& c = plan.config();
-  planner::ProfilerOptions p;
-  p.devices.kind = common::DeviceSpec::Kind::kCpu;
-  p.devices.count = static_cast<int>(std::max<uint32_t>(1, c.num_devices()));
-  p.devices.capacity = uint64_t{1} << 30;
-  p.microbatches = {static_cast<int>(c.forward_microbatch()),
-                    static_cast<int>(c.backward_microbatch())};
-  for (uint32_t u : c.backward_pack_microbatches()) p.microbatches.push_back(static_cast<int>(u));
-  p.repeats = 3;
-  p.flush_denormal = common::CallingThreadFlushesDenormal();
-  p.bf16 = plan.profile().precision() == proto::BF16;
-  p.fp32_gradients = plan.profile().fp32_gradients();
-  absl::StatusOr<proto::ProfileFile> again = planner::ProfileModel(model_path, data, p);
+  std::vector<int> sizes = {static_cast<int>(c.forward_microbatch()),
+                            static_cast<int>(c.backward_microbatch())};
+  for (uint32_t u : c.backward_pack_microbatches()) sizes.push_back(static_cast<int>(u));
+  absl::StatusOr<proto::ProfileFile> again = ProfileOn(
+      model_path, data, static_cast<int>(std::max<uint32_t>(1, c.num_devices())), 0, 0,
+      plan.profile().precision() == proto::BF16, plan.profile().fp32_gradients(), sizes);
   if (!again.ok()) return again.status();
   proto::ProfileFile mine = planner::ProfileOfPlan(plan);
   absl::StatusOr<planner::ReplacedTimes> r = planner::ReplaceComputeTimes(mine, *again);
@@ -235,27 +231,6 @@ absl::StatusOr<proto::ProfileFile> ProfileAgain(const proto::Plan& plan,
                       "first profile's", label, when, watch.seconds(),
                       r.ok() ? absl::StrFormat("%.2fx", r->ratio) : std::string("n/a")));
   return again;
-}
-
-// `before` with each device compute time the mean of its and `after`'s.
-proto::ProfileFile MeanTimes(proto::ProfileFile before, const proto::ProfileFile& after) {
-  auto* vlayers = before.mutable_profile()->mutable_vlayers();
-  for (int k = 0; k < vlayers->size() && k < after.profile().vlayers_size(); ++k) {
-    auto* rows = (*vlayers)[k].mutable_by_microbatch();
-    const auto& other = after.profile().vlayers(k).by_microbatch();
-    for (int i = 0; i < rows->size() && i < other.size(); ++i) {
-      proto::MicrobatchProfile& m = (*rows)[i];
-      const proto::MicrobatchProfile& o = other[i];
-      if (m.size() != o.size()) continue;
-      m.set_forward_time_s((m.forward_time_s() + o.forward_time_s()) / 2);
-      m.set_backward_time_s((m.backward_time_s() + o.backward_time_s()) / 2);
-      m.set_forward_time_busy_s((m.forward_time_busy_s() + o.forward_time_busy_s()) / 2);
-      m.set_backward_time_busy_s((m.backward_time_busy_s() + o.backward_time_busy_s()) / 2);
-      m.set_forward_time_one_s((m.forward_time_one_s() + o.forward_time_one_s()) / 2);
-      m.set_backward_time_one_s((m.backward_time_one_s() + o.backward_time_one_s()) / 2);
-    }
-  }
-  return before;
 }
 
 }  // namespace
@@ -313,7 +288,8 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
     absl::StatusOr<proto::ProfileFile> after =
         ProfileAgain(plan, model_path, data, again_label, "after them");
     if (!after.ok()) return after.status();
-    r.again = MeanTimes(*std::move(before), *after);
+    planner::AverageComputeTimes(*before, *after);
+    r.again = *std::move(before);
   }
   r.compute_s = Summarize(compute).median;
   r.swap_wait_s = Summarize(wait).median;

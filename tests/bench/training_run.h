@@ -45,7 +45,7 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
                                              int samples);
 
 // Profiles on `devices` virtual devices of 1 GiB, microbatches up to
-// `max_microbatch`, medians of 3 timings, each device on
+// `max_microbatch` (exactly `microbatches` when given), medians of 3 timings, each device on
 // `threads_per_device` intra-op threads (0: its share of the cores, as the
 // runtime's default), under the calling thread's denormal policy (recorded
 // in the profile; the runtime then takes it from the plan); in bf16 for a
@@ -53,7 +53,8 @@ absl::StatusOr<WrittenModel> WriteBenchModel(const std::string& dir, const Model
 absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
                                              const common::TrainingData& data, int devices,
                                              int max_microbatch, int threads_per_device = 0,
-                                             bool bf16 = false, bool fp32_gradients = false);
+                                             bool bf16 = false, bool fp32_gradients = false,
+                                             const std::vector<int>& microbatches = {});
 
 // Parameter and buffer bytes; gradient bytes.
 uint64_t WeightBytes(const proto::ProfileFile& profile);
