@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include <boost/program_options.hpp>
 #include "absl/status/status.h"
@@ -368,6 +369,7 @@ int RunCommand(const std::vector<std::string>& args) {
   // Resume: the state, and the metrics of the iterations before.
   std::vector<std::string> history;
   std::vector<double> compute_per_iteration;  // This run's, for the check against the plan.
+  std::vector<harmony::executor::IterationMetrics> iterations_run;  // For the devices' balance.
   int start = 0;
   if (!resume.empty()) {
     // Rank 0 reads the checkpoint and sends it to the others (their servers
@@ -474,12 +476,13 @@ int RunCommand(const std::vector<std::string>& args) {
     }
     seconds += m->seconds;
     compute_per_iteration.push_back(m->compute_s);
+    iterations_run.push_back(*m);
     uint64_t peak = 0;
     for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);
     const double busy = m->compute_s + m->swap_wait_s;
     std::cout << absl::StrFormat(
         "iter %*d/%d  loss %.4f  %7.1f samples/s%s  to devices %s  to host %s%s  peak %s of %s"
-        "  compute %s wait %s  optimizer %s  lr %.4g%s\n",
+        "  compute %s wait %s%s  optimizer %s  lr %.4g%s\n",
         static_cast<int>(std::to_string(iterations).size()), i + 1, iterations, m->loss,
         m->samples_per_s, m->emulated_link ? " (emulated link)" : "",
         FormatBytes(m->bytes.to_device()), FormatBytes(m->bytes.to_host()),
@@ -489,6 +492,8 @@ int RunCommand(const std::vector<std::string>& args) {
         options.devices.capacity > 0 ? FormatBytes(options.devices.capacity) : "its GPU",
         Share(m->compute_s, busy),
         Share(m->swap_wait_s, busy),
+        m->peer_wait_s > 0 ? absl::StrCat(" (", Share(m->peer_wait_s, busy), " on other devices)")
+                           : std::string(),
         harmony::common::FormatTimeSpan(absl::Seconds(m->optimizer_s)), m->learning_rate,
         m->clipping ? absl::StrFormat("  grad norm %.4g%s", m->grad_norm,
                                       m->clip_coef < 1
@@ -614,6 +619,9 @@ int RunCommand(const std::vector<std::string>& args) {
       compute_per_iteration, est.compute_s(),
       devices->kind == harmony::common::DeviceSpec::Kind::kCuda);
   if (!compute.text.empty()) std::cout << compute.text << "\n";
+  const harmony::executor::BalanceCheck balance =
+      harmony::executor::CheckDeviceBalance(std::move(iterations_run));
+  if (!balance.text.empty()) std::cout << balance.text << "\n";
   if (!out.empty()) {
     if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);
     std::cout << "wrote the trained model to " << out << "\n";

@@ -215,6 +215,7 @@ void JobManager::Impl::Run(Job* job) {
     double eval_loss = 0;
     int64_t eval_iteration = 0;  // The latest evaluation's.
     std::vector<double> compute_per_iteration;  // For the check against the plan.
+    std::vector<IterationMetrics> history;      // For the devices' balance.
     for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
       // What decides is what every rank agreed on: a cancel that arrives
       // after the agreement waits for the next iteration.
@@ -262,6 +263,7 @@ void JobManager::Impl::Run(Job* job) {
       }
       seconds += m->seconds;
       compute_per_iteration.push_back(m->compute_s);
+      history.push_back(*m);
       if (spec.recipe.EvalDue(i + 1, spec.iterations)) {
         absl::StatusOr<EvalMetrics> eval = runtime->Evaluate(spec.recipe.eval_iterations);
         if (!eval.ok()) {
@@ -349,10 +351,10 @@ void JobManager::Impl::Run(Job* job) {
       const ComputeCheck compute =
           CheckComputeAgainstPlan(compute_per_iteration, job->plan->estimates().compute_s(),
                                   server_devices.kind == common::DeviceSpec::Kind::kCuda);
-      if (!compute.text.empty()) {
-        absl::MutexLock lock(&mu);
-        Log(*job, compute.text, /*daemon_too=*/compute.off);
-      }
+      const BalanceCheck balance = CheckDeviceBalance(std::move(history));
+      absl::MutexLock lock(&mu);
+      if (!compute.text.empty()) Log(*job, compute.text, /*daemon_too=*/compute.off);
+      if (!balance.text.empty()) Log(*job, balance.text, /*daemon_too=*/false);
     }
     if (status.ok() && !spec.output_path.empty()) {
       std::error_code exists_error;

@@ -1,11 +1,24 @@
 #include "executor/runtime/metrics.h"
 
 #include <algorithm>
+#include <numeric>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace harmony::executor {
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
 
 std::string MetricsJson(const IterationMetrics& m) {
   nlohmann::json j = {
@@ -33,6 +46,8 @@ std::string MetricsJson(const IterationMetrics& m) {
       {"device_reused", m.device_reused},
       {"compute_s", m.compute_s},
       {"swap_wait_s", m.swap_wait_s},
+      {"peer_wait_s", m.peer_wait_s},
+      {"device_compute_s", m.device_compute_s},
       {"optimizer_s", m.optimizer_s},
       {"host_link",
        {{"to_device_bytes", m.to_device_link_bytes},
@@ -67,7 +82,18 @@ std::string MetricsJson(const IterationMetrics& m) {
   return j.dump();
 }
 
-void IterationCounters::Reset() {
+void IterationCounters::AddCompute(int d, double seconds) {
+  AddSeconds(compute_ns, seconds);
+  if (d >= 0 && d < static_cast<int>(device_compute_ns_.size())) {
+    AddSeconds(device_compute_ns_[d], seconds);
+  }
+}
+
+void IterationCounters::Reset(int devices) {
+  if (static_cast<int>(device_compute_ns_.size()) != devices) {
+    device_compute_ns_ = std::vector<std::atomic<int64_t>>(std::max(devices, 0));
+  }
+  for (std::atomic<int64_t>& c : device_compute_ns_) c = 0;
   for (std::atomic<uint64_t>* c : {&weights_in, &gradients_out, &activations_in, &activations_out,
                                    &stash_out, &stash_in, &kept_out, &kept_in, &peer, &data_in,
                                    &targets_in}) {
@@ -76,6 +102,7 @@ void IterationCounters::Reset() {
   compute_ns = 0;
   wait_ns = 0;
   optimizer_ns = 0;
+  peer_wait_ns = 0;
 }
 
 void IterationCounters::Fill(IterationMetrics& out) const {
@@ -92,6 +119,9 @@ void IterationCounters::Fill(IterationMetrics& out) const {
   out.bytes.targets_in = targets_in;
   out.compute_s = compute_ns * 1e-9;
   out.swap_wait_s = wait_ns * 1e-9;
+  out.peer_wait_s = peer_wait_ns * 1e-9;
+  out.device_compute_s.clear();
+  for (const std::atomic<int64_t>& c : device_compute_ns_) out.device_compute_s.push_back(c * 1e-9);
   out.optimizer_s = optimizer_ns * 1e-9;
 }
 
@@ -100,9 +130,8 @@ ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double plann
   ComputeCheck c;
   if (!(planned_s > 0) || compute_s.empty()) return c;
   if (compute_s.size() > 1) compute_s.erase(compute_s.begin());
-  std::sort(compute_s.begin(), compute_s.end());
   const size_t n = compute_s.size();
-  c.measured_s = n % 2 == 1 ? compute_s[n / 2] : (compute_s[n / 2 - 1] + compute_s[n / 2]) / 2;
+  c.measured_s = Median(std::move(compute_s));
   c.planned_s = planned_s;
   c.ratio = c.measured_s / planned_s;
   c.off = c.ratio > 2 || c.ratio < 0.5;
@@ -125,6 +154,29 @@ ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double plann
                     "other load on the machine; re-profile with harmony-plan on this machine "
                     "under the policy you train with";
   }
+  return c;
+}
+
+BalanceCheck CheckDeviceBalance(std::vector<IterationMetrics> iterations) {
+  BalanceCheck c;
+  if (iterations.size() > 1) iterations.erase(iterations.begin());
+  std::vector<double> slowest, waits;
+  for (const IterationMetrics& m : iterations) {
+    const std::vector<double>& d = m.device_compute_s;
+    if (d.size() < 2) continue;
+    const double mean = std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
+    if (mean > 0) slowest.push_back(*std::max_element(d.begin(), d.end()) / mean);
+    const double busy = m.compute_s + m.swap_wait_s;
+    if (busy > 0) waits.push_back(m.peer_wait_s / busy);
+  }
+  if (slowest.empty()) return c;
+  c.slowest_over_mean = Median(slowest);
+  c.peer_wait_share = Median(waits);
+  c.text = absl::StrFormat(
+      "device balance: the slowest device computed %.2fx the devices' mean per iteration, and "
+      "they waited for each other %.1f%% of their time (medians of %d; vDP reductions and "
+      "weights shared between devices run them in step)",
+      c.slowest_over_mean, 100 * c.peer_wait_share, static_cast<int>(slowest.size()));
   return c;
 }
 

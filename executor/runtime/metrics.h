@@ -65,6 +65,14 @@ struct IterationMetrics {
   // Summed over devices: computing, and waiting for weights and inputs.
   double compute_s = 0;
   double swap_wait_s = 0;
+  // Of swap_wait_s: waiting for the other devices (a vDP reduction's
+  // gradients, or its sum, and the room of weights they still copy).
+  // Devices that run in step wait for the slowest of them: a device slower
+  // than the others for a while (a shared VM, partitions of one GPU) shows
+  // here, where the simulator's devices, all as fast as profiled, wait none.
+  double peer_wait_s = 0;
+  // Each device's share of compute_s.
+  std::vector<double> device_compute_s;
   // The host's CPU optimizer.
   double optimizer_s = 0;
   // The host link per direction (HostLink::TakeUse): bytes that crossed and
@@ -114,13 +122,20 @@ struct IterationCounters {
       activations_out{0}, stash_out{0}, stash_in{0}, kept_out{0}, kept_in{0}, peer{0},
       data_in{0}, targets_in{0};
   std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
+  std::atomic<int64_t> peer_wait_ns{0};  // Also in wait_ns.
 
   static void AddSeconds(std::atomic<int64_t>& ns, double seconds) {
     ns += static_cast<int64_t>(seconds * 1e9);
   }
-  void Reset();
+  // Device `d` computed for `seconds` (compute_ns and its own count).
+  void AddCompute(int d, double seconds);
+  // Zero, counting `devices` devices' compute apart.
+  void Reset(int devices);
   // Into the metrics' bytes and seconds.
   void Fill(IterationMetrics& out) const;
+
+ private:
+  std::vector<std::atomic<int64_t>> device_compute_ns_;  // Sized by Reset.
 };
 
 // Metrics as one JSON line (metrics.jsonl).
@@ -141,6 +156,18 @@ struct ComputeCheck {
 };
 ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s,
                                      bool gpu = false);
+
+// How evenly the devices computed over `iterations` (the first left out
+// when there are more, as it warms up): per iteration, the slowest
+// device's compute over the devices' mean, and the devices' waits for each
+// other (peer_wait_s) over their time computing and waiting; the medians.
+// Empty text with fewer than two devices.
+struct BalanceCheck {
+  double slowest_over_mean = 0;
+  double peer_wait_share = 0;
+  std::string text;
+};
+BalanceCheck CheckDeviceBalance(std::vector<IterationMetrics> iterations);
 
 }  // namespace harmony::executor
 

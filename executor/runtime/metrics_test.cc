@@ -1,5 +1,7 @@
 #include "executor/runtime/metrics.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace harmony::executor {
@@ -47,10 +49,57 @@ TEST(MetricsTest, CountersFillTheMetricsAndReset) {
   EXPECT_EQ(m.bytes.to_device(), 13u);
   EXPECT_DOUBLE_EQ(m.compute_s, 1.75);
   EXPECT_DOUBLE_EQ(m.optimizer_s, 0.5);
-  c.Reset();
+  EXPECT_TRUE(m.device_compute_s.empty());  // Not counted apart before Reset(devices).
+  c.Reset(2);
   c.Fill(m);
   EXPECT_EQ(m.bytes.to_device(), 0u);
   EXPECT_EQ(m.compute_s, 0);
+  EXPECT_EQ(m.device_compute_s, (std::vector<double>{0, 0}));
+  // Each device's compute apart, their sum in compute_s; the waits for
+  // other devices also in the wait.
+  c.AddCompute(0, 1.0);
+  c.AddCompute(1, 0.5);
+  c.AddCompute(1, 0.25);
+  c.AddCompute(2, 9.0);  // No such device: in the sum only.
+  IterationCounters::AddSeconds(c.wait_ns, 0.5);
+  IterationCounters::AddSeconds(c.peer_wait_ns, 0.125);
+  c.Fill(m);
+  EXPECT_DOUBLE_EQ(m.compute_s, 10.75);
+  ASSERT_EQ(m.device_compute_s.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.device_compute_s[0], 1.0);
+  EXPECT_DOUBLE_EQ(m.device_compute_s[1], 0.75);
+  EXPECT_DOUBLE_EQ(m.peer_wait_s, 0.125);
+  c.Reset(2);
+  c.Fill(m);
+  EXPECT_EQ(m.device_compute_s, (std::vector<double>{0, 0}));
+  EXPECT_EQ(m.peer_wait_s, 0);
+}
+
+IterationMetrics Balance(std::vector<double> devices, double peer_wait, double wait) {
+  IterationMetrics m;
+  m.device_compute_s = devices;
+  for (double d : devices) m.compute_s += d;
+  m.peer_wait_s = peer_wait;
+  m.swap_wait_s = wait;
+  return m;
+}
+
+TEST(MetricsTest, DeviceBalance) {
+  // The first iteration is left out; the medians of the rest: the slowest
+  // over the mean 1.2 / 1.0, 1.1 / 1.0, 1.0 / 1.0; waits 0.2 of 2.2,
+  // 0.1 of 2.1 (and its 0.1 swap wait), 0 of 2.0.
+  BalanceCheck b = CheckDeviceBalance({Balance({5.0, 1.0}, 3.0, 3.0), Balance({1.2, 0.8}, 0.2, 0.2),
+                                       Balance({1.1, 0.9}, 0.1, 0.1), Balance({1.0, 1.0}, 0, 0)});
+  EXPECT_DOUBLE_EQ(b.slowest_over_mean, 1.1);
+  EXPECT_NEAR(b.peer_wait_share, 0.1 / 2.1, 1e-12);
+  EXPECT_NE(b.text.find("the slowest device computed 1.10x the devices' mean"), std::string::npos)
+      << b.text;
+  EXPECT_NE(b.text.find("waited for each other 4.8% of their time (medians of 3;"),
+            std::string::npos)
+      << b.text;
+  // One device: nothing to balance.
+  EXPECT_TRUE(CheckDeviceBalance({Balance({1.0}, 0, 0), Balance({1.0}, 0, 0)}).text.empty());
+  EXPECT_TRUE(CheckDeviceBalance({}).text.empty());
 }
 
 }  // namespace

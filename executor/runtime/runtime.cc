@@ -352,7 +352,7 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   }
   m.reduction.StartIteration();
   m.peer_weights->StartIteration();
-  m.counters.Reset();
+  m.counters.Reset(static_cast<int>(m.devices.size()));
   // What crossed the link before (an evaluation, say) is not this iteration's.
   m.link->TakeUse(LinkDirection::kToDevice);
   m.link->TakeUse(LinkDirection::kToHost);

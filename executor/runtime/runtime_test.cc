@@ -593,6 +593,29 @@ TEST(RuntimeTest, EmulatedHostLinkIsSlowerAndLabelled) {
   ExpectSameLosses(slow.losses, fast.losses, 0);
 }
 
+TEST(RuntimeTest, DevicesInStepCountTheirWaitsForEachOther) {
+  // vDP: each backward pack's gradients are summed across the devices, so
+  // a device that hands its own over waits at least for the sum.
+  const Model& m = GetModel("mlp");
+  RuntimeOptions o = Options(2, 1ull << 30, Optimizer("sgd"));
+  TrainingRun vdp = RunPlan(m, MakePlan(m, MakeConfig(m, Mode::kVdp, 2, 2, 2, 2, 2)), o);
+  for (const IterationMetrics& it : vdp.metrics) {
+    ASSERT_EQ(it.device_compute_s.size(), 2u);
+    EXPECT_GT(it.device_compute_s[0], 0);
+    EXPECT_GT(it.device_compute_s[1], 0);
+    EXPECT_NEAR(it.device_compute_s[0] + it.device_compute_s[1], it.compute_s, 1e-6);
+    EXPECT_GT(it.peer_wait_s, 0);
+    EXPECT_LE(it.peer_wait_s, it.swap_wait_s);
+  }
+  // vPP: the devices pass activations, and never wait for each other's
+  // gradients or weights.
+  TrainingRun vpp = RunPlan(m, MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2)), o);
+  for (const IterationMetrics& it : vpp.metrics) {
+    ASSERT_EQ(it.device_compute_s.size(), 2u);
+    EXPECT_EQ(it.peer_wait_s, 0);
+  }
+}
+
 TEST(RuntimeTest, CancelStopsAtATaskBoundary) {
   const Model& m = GetModel("mlp");
   const proto::Plan plan = MakePlan(m, MakeConfig(m, Mode::kVpp, 2, 1, 1, 2, 2));

@@ -169,7 +169,7 @@ absl::Status Runtime::Impl::Forward(const Task& t, int d, DeviceWeights& w, Task
     for (auto& [back, km] : kept_now) {
       offloaded[m].push_back(OffloadKept(t, d, mb, back, std::move(km)));
     }
-    IterationCounters::AddSeconds(counters.compute_ns, Now() - start);
+    counters.AddCompute(d, Now() - start);
     Trace(d, kCompute, absl::StrCat("forward ", t.vlayers.begin, "-", t.vlayers.end - 1,
                                     " #", mb.index),
           start);
@@ -373,7 +373,7 @@ absl::Status Runtime::Impl::Backward(const Task& t, int d, DeviceWeights& w, Tas
       values.clear();
     }
     HARMONY_RETURN_IF_ERROR(devices[d]->Sync());
-    IterationCounters::AddSeconds(counters.compute_ns, Now() - start);
+    counters.AddCompute(d, Now() - start);
     Trace(d, kCompute, absl::StrCat(t.fused_loss ? "forward+loss+backward " : "backward ",
                                     t.vlayers.begin, "-", t.vlayers.end - 1, " #",
                                     mb.index),
@@ -455,6 +455,7 @@ absl::Status Runtime::Impl::RunDevice(int d) {
         break;
       }
       if (*waited_for >= 0) {
+        IterationCounters::AddSeconds(counters.peer_wait_ns, Now() - room_wait);
         Trace(d, kCompute, absl::StrCat("room for ", label, ": copies of task ", *waited_for),
               room_wait);
       }

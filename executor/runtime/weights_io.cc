@@ -216,6 +216,7 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
     const double start = Now();
     absl::Status handed = reduction.Hand(t.id, std::move(grads));
     IterationCounters::AddSeconds(counters.wait_ns, Now() - start);
+    IterationCounters::AddSeconds(counters.peer_wait_ns, Now() - start);
     return handed;
   }
   if (reduce) {
@@ -228,6 +229,7 @@ absl::Status Runtime::Impl::FinishBackward(const Task& t, int d, DeviceWeights& 
       const double start = Now();
       HARMONY_ASSIGN_OR_RETURN(std::vector<std::vector<at::Tensor>> theirs,
                                reduction.Take(other.id));
+      IterationCounters::AddSeconds(counters.peer_wait_ns, Now() - start);
       uint64_t bytes = 0;
       HARMONY_RETURN_IF_ERROR(CallTorch("gradient reduction", [&] {
         auto scope = devices[d]->Place(absl::StrCat("reducing gradients of task ", t.id));

@@ -59,14 +59,17 @@ std::vector<double> SpeedRatios(const json& results, const std::string& baseline
   return v;
 }
 
-// Percent |error| of the runs in one mode; `key` "simulator_error_at_measured_compute":
-// the plan simulated again at the compute speed the run measured (runs before
-// it was recorded have none).
+// Percent |error| of the runs in one mode (of one schedule, when given);
+// `key` "simulator_error_at_measured_compute": the plan simulated again at
+// the compute speed the run measured (runs before it was recorded have
+// none); any other share of the runs' ("peer_wait_share"), in percent.
 std::vector<double> SimErrors(const json& results, bool emulated,
-                              const std::string& key = "simulator_error") {
+                              const std::string& key = "simulator_error",
+                              const std::string& schedule = "") {
   std::vector<double> v;
   for (const json& c : Configs(results)) {
     for (const json& r : c["runs"]) {
+      if (!schedule.empty() && r["schedule"] != schedule) continue;
       if (r["emulated"].get<bool>() == emulated && r.contains(key)) {
         v.push_back(100 * std::fabs(r[key].get<double>()));
       }
@@ -228,6 +231,25 @@ std::string Headline(const json& results) {
     if (!at_speed.empty()) {
       absl::StrAppend(&out, "; the plans simulated again at the compute speed each run "
                             "measured: median |error| ", absl::StrJoin(at_speed, ", "));
+    }
+    std::vector<std::string> slowest;
+    for (bool emulated : {false, true}) {
+      const std::vector<double> e =
+          SimErrors(results, emulated, "simulator_error_at_slowest_device");
+      const std::vector<double> h =
+          SimErrors(results, emulated, "simulator_error_at_slowest_device", "harmony");
+      const std::vector<double> waits = SimErrors(results, emulated, "peer_wait_share", "harmony");
+      if (e.empty()) continue;
+      slowest.push_back(absl::StrCat(
+          RangeText(e, "%.0f%%"), emulated ? " emulated" : " without link emulation",
+          h.empty() ? "" : absl::StrCat(" (Harmony's ", RangeText(h, "%.0f%%"), ")"),
+          waits.empty() ? ""
+                        : absl::StrCat(", Harmony's devices waiting for each other ",
+                                       RangeText(waits, "%.1f%%"), " of their time")));
+    }
+    if (!slowest.empty()) {
+      absl::StrAppend(&out, "; at the speed of each run's slowest device: median |error| ",
+                      absl::StrJoin(slowest, "; "));
     }
     out += ".\n";
   }

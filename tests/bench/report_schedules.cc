@@ -389,7 +389,13 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         "each run's timed iterations and right after them the bench profiles the model again "
         "at the plan's microbatch sizes (harmony-plan profile --microbatches, seconds) and "
         "simulates the plan with the two profiles' mean times (harmony-plan simulate "
-        "--times-from), as a user on a machine whose speed drifts would before a run.",
+        "--times-from), as a user on a machine whose speed drifts would before a run. In "
+        "brackets beside the error at the run's compute speed, the plan simulated at the "
+        "speed of the run's slowest device (per iteration): devices that run in step, as "
+        "vDP's reductions and shared weights make them, wait for the slowest, where the "
+        "simulator's devices, all as fast, wait for none; the last column is how long the "
+        "devices waited for each other, a share of their time (harmony-exec prints both as "
+        "its \"device balance\").",
         latencies.empty()
             ? ""
             : absl::StrCat(" Emulated rows are planned with a fixed cost per host transfer, the "
@@ -398,8 +404,9 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
                            latencies, "."),
         "\n\n| config | link | schedule | simulated | measured | error | compute, measured ÷ "
         "profiled | profiled again around the run: simulated (error) | compute ÷ those times | "
-        "error at the run's compute speed |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n");
+        "error at the run's compute speed (at its slowest device's) | devices waiting for "
+        "each other |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (bool emulated : {false, true}) {
       for (const json& c : Configs(results)) {
         for (const std::string& sched : kSchedules) {
@@ -413,13 +420,22 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
                         100 * (*r)["simulator_error_at_measured_compute"].get<double>(),
                         Seconds((*r)["simulated_at_measured_compute_s"].get<double>()))
                   : "n/a";
-          absl::StrAppendFormat(md, "| %s | %s | %s | %s | %s | %+.0f%% | %s | %s | %s |\n",
+          const std::string slowest =
+              r->contains("simulator_error_at_slowest_device")
+                  ? absl::StrFormat(
+                        " (%+.0f%%)", 100 * (*r)["simulator_error_at_slowest_device"].get<double>())
+                  : "";
+          const std::string waits =
+              r->contains("peer_wait_share")
+                  ? absl::StrFormat("%.1f%%", 100 * (*r)["peer_wait_share"].get<double>())
+                  : "n/a";
+          absl::StrAppendFormat(md, "| %s | %s | %s | %s | %s | %+.0f%% | %s | %s | %s%s | %s |\n",
                                 ConfigName(c), emulated ? "**emulated**" : "none", sched,
                                 Seconds((*r)["simulated_s"].get<double>()),
                                 Seconds((*r)["iteration_s"]["median"].get<double>()),
                                 100 * (*r)["simulator_error"].get<double>(),
                                 compute > 0 ? absl::StrFormat("%.2f", compute) : "n/a",
-                                RetimedCells(*r), at_speed);
+                                RetimedCells(*r), at_speed, slowest, waits);
         }
       }
     }

@@ -98,6 +98,10 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   // Simulated again at that speed: 1.2 s against the measured 1 s.
   config["runs"][4]["simulated_at_measured_compute_s"] = 1.2;
   config["runs"][4]["simulator_error_at_measured_compute"] = 0.2;
+  // At its slowest device's speed +5%; its devices waited for each other
+  // 6.1% of their time.
+  config["runs"][4]["simulator_error_at_slowest_device"] = 0.05;
+  config["runs"][4]["peer_wait_share"] = 0.061;
   // Profiled again around the run: 0.95 s simulated, the run's
   // compute 1.04x those times; on-demand's -8%.
   config["runs"][4]["retimed"] = {{"simulated_s", 0.95}, {"simulator_error", -0.05},
@@ -124,7 +128,7 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("**emulated**"), std::string::npos);
   EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
   // Emulated Harmony.
-  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%) | 1.04 | +20% (1.20 s) |"),
+  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%) | 1.04 | +20% (1.20 s) (+5%) | 6.1% |"),
             std::string::npos)
       << *md;
   EXPECT_NE(md->find("| +10% | n/a | n/a | n/a | n/a |"), std::string::npos) << *md;  // None.
@@ -138,6 +142,11 @@ TEST(ReportTest, RatiosComeFromTheResults) {
       << headline;
   EXPECT_NE(headline.find("simulated again at the compute speed each run measured: median "
                           "|error| 20% emulated"),
+            std::string::npos)
+      << headline;
+  EXPECT_NE(headline.find("at the speed of each run's slowest device: median |error| 5% "
+                          "emulated (Harmony's 5%), Harmony's devices waiting for each other "
+                          "6.1% of their time"),
             std::string::npos)
       << headline;
   EXPECT_TRUE(common::ReadFileToString(std::string(dir) + "/swap_bytes_gpt.svg").ok());

@@ -118,6 +118,23 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
             (at->sim.iteration_s - seconds.median) / seconds.median;
       }
     }
+    // And at the slowest device's speed: devices that run in step (vDP's
+    // reductions) wait for it, where the simulator's, all as fast, wait
+    // none; what the devices waited for each other, as a share of their
+    // time.
+    if (run.compute_s + run.swap_wait_s > 0) {
+      r["peer_wait_share"] = run.peer_wait_s / (run.compute_s + run.swap_wait_s);
+    }
+    if (planned > 0 && run.slowest_device_compute_s > 0) {
+      r["slowest_device_compute_s"] = run.slowest_device_compute_s;
+      planner::ResimulateOptions slowest;
+      slowest.compute_scale = run.slowest_device_compute_s / planned;
+      absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(made.plan, slowest);
+      if (at.ok()) {
+        r["simulator_error_at_slowest_device"] =
+            (at->sim.iteration_s - seconds.median) / seconds.median;
+      }
+    }
   }
   // The plan simulated with its vLayers profiled again around the run.
   if (nlohmann::json t = RetimedJson(made.plan, run); !t.empty()) r["retimed"] = std::move(t);

@@ -257,7 +257,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   if (!runtime.ok()) return runtime.status();
   if (absl::Status set = (*runtime)->SetData(data); !set.ok()) return set;
   RunResult r;
-  std::vector<double> compute, wait, optimizer;
+  std::vector<double> compute, wait, optimizer, slowest, peer_wait;
   std::optional<proto::ProfileFile> before;
   for (int i = 0; i < warmups + runs; ++i) {
     if (i == warmups && !again_label.empty()) {
@@ -274,6 +274,11 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
       compute.push_back(m->compute_s);
       wait.push_back(m->swap_wait_s);
       optimizer.push_back(m->optimizer_s);
+      peer_wait.push_back(m->peer_wait_s);
+      if (!m->device_compute_s.empty()) {
+        slowest.push_back(
+            *std::max_element(m->device_compute_s.begin(), m->device_compute_s.end()));
+      }
       r.clipped += m->clipping && m->clip_coef < 1;
       r.redone += m->redone;
       if (SwapJson(m->bytes) != SwapJson(r.bytes)) r.bytes_steady = false;
@@ -294,6 +299,8 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   r.compute_s = Summarize(compute).median;
   r.swap_wait_s = Summarize(wait).median;
   r.optimizer_s = Summarize(optimizer).median;
+  r.peer_wait_s = Summarize(peer_wait).median;
+  if (!slowest.empty()) r.slowest_device_compute_s = Summarize(slowest).median;
   return r;
 }
 

@@ -88,6 +88,9 @@ struct RunResult {
   bool bytes_steady = true;     // The same counts in every iteration.
   std::vector<uint64_t> device_peak_bytes;  // Highest over the iterations.
   double compute_s = 0, swap_wait_s = 0, optimizer_s = 0;  // Medians.
+  // Medians of the slowest device's compute per iteration and of the
+  // devices' waits for each other (IterationMetrics::peer_wait_s).
+  double slowest_device_compute_s = 0, peer_wait_s = 0;
   // With clipping: timed iterations where it fired, and where speculated
   // updates were redone.
   int clipped = 0, redone = 0;
