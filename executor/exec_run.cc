@@ -369,7 +369,7 @@ int RunCommand(const std::vector<std::string>& args) {
   // Resume: the state, and the metrics of the iterations before.
   std::vector<std::string> history;
   std::vector<double> compute_per_iteration;  // This run's, for the check against the plan.
-  std::vector<harmony::executor::IterationMetrics> iterations_run;  // For the devices' balance.
+  std::vector<harmony::executor::IterationBalance> balance_per_iteration;  // The same.
   int start = 0;
   if (!resume.empty()) {
     // Rank 0 reads the checkpoint and sends it to the others (their servers
@@ -476,7 +476,7 @@ int RunCommand(const std::vector<std::string>& args) {
     }
     seconds += m->seconds;
     compute_per_iteration.push_back(m->compute_s);
-    iterations_run.push_back(*m);
+    balance_per_iteration.push_back(harmony::executor::BalanceOf(*m));
     uint64_t peak = 0;
     for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);
     const double busy = m->compute_s + m->swap_wait_s;
@@ -620,7 +620,7 @@ int RunCommand(const std::vector<std::string>& args) {
       devices->kind == harmony::common::DeviceSpec::Kind::kCuda);
   if (!compute.text.empty()) std::cout << compute.text << "\n";
   const harmony::executor::BalanceCheck balance =
-      harmony::executor::CheckDeviceBalance(std::move(iterations_run));
+      harmony::executor::CheckDeviceBalance(std::move(balance_per_iteration));
   if (!balance.text.empty()) std::cout << balance.text << "\n";
   if (!out.empty()) {
     if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);

@@ -215,7 +215,7 @@ void JobManager::Impl::Run(Job* job) {
     double eval_loss = 0;
     int64_t eval_iteration = 0;  // The latest evaluation's.
     std::vector<double> compute_per_iteration;  // For the check against the plan.
-    std::vector<IterationMetrics> history;      // For the devices' balance.
+    std::vector<IterationBalance> balance_per_iteration;  // The same.
     for (int64_t i = start_iteration; status.ok() && i < spec.iterations; ++i) {
       // What decides is what every rank agreed on: a cancel that arrives
       // after the agreement waits for the next iteration.
@@ -263,7 +263,7 @@ void JobManager::Impl::Run(Job* job) {
       }
       seconds += m->seconds;
       compute_per_iteration.push_back(m->compute_s);
-      history.push_back(*m);
+      balance_per_iteration.push_back(BalanceOf(*m));
       if (spec.recipe.EvalDue(i + 1, spec.iterations)) {
         absl::StatusOr<EvalMetrics> eval = runtime->Evaluate(spec.recipe.eval_iterations);
         if (!eval.ok()) {
@@ -351,7 +351,7 @@ void JobManager::Impl::Run(Job* job) {
       const ComputeCheck compute =
           CheckComputeAgainstPlan(compute_per_iteration, job->plan->estimates().compute_s(),
                                   server_devices.kind == common::DeviceSpec::Kind::kCuda);
-      const BalanceCheck balance = CheckDeviceBalance(std::move(history));
+      const BalanceCheck balance = CheckDeviceBalance(std::move(balance_per_iteration));
       absl::MutexLock lock(&mu);
       if (!compute.text.empty()) Log(*job, compute.text, /*daemon_too=*/compute.off);
       if (!balance.text.empty()) Log(*job, balance.text, /*daemon_too=*/false);

@@ -157,17 +157,25 @@ ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double plann
   return c;
 }
 
-BalanceCheck CheckDeviceBalance(std::vector<IterationMetrics> iterations) {
+IterationBalance BalanceOf(const IterationMetrics& m) {
+  IterationBalance b;
+  const std::vector<double>& d = m.device_compute_s;
+  if (d.size() < 2) return b;
+  const double mean = std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
+  if (mean > 0) b.slowest_over_mean = *std::max_element(d.begin(), d.end()) / mean;
+  const double busy = m.compute_s + m.swap_wait_s;
+  if (busy > 0) b.peer_wait_share = m.peer_wait_s / busy;
+  return b;
+}
+
+BalanceCheck CheckDeviceBalance(std::vector<IterationBalance> iterations) {
   BalanceCheck c;
   if (iterations.size() > 1) iterations.erase(iterations.begin());
   std::vector<double> slowest, waits;
-  for (const IterationMetrics& m : iterations) {
-    const std::vector<double>& d = m.device_compute_s;
-    if (d.size() < 2) continue;
-    const double mean = std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
-    if (mean > 0) slowest.push_back(*std::max_element(d.begin(), d.end()) / mean);
-    const double busy = m.compute_s + m.swap_wait_s;
-    if (busy > 0) waits.push_back(m.peer_wait_s / busy);
+  for (const IterationBalance& b : iterations) {
+    if (!(b.slowest_over_mean > 0)) continue;
+    slowest.push_back(b.slowest_over_mean);
+    waits.push_back(b.peer_wait_share);
   }
   if (slowest.empty()) return c;
   c.slowest_over_mean = Median(slowest);

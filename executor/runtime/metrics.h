@@ -157,17 +157,24 @@ struct ComputeCheck {
 ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s,
                                      bool gpu = false);
 
-// How evenly the devices computed over `iterations` (the first left out
-// when there are more, as it warms up): per iteration, the slowest
-// device's compute over the devices' mean, and the devices' waits for each
-// other (peer_wait_s) over their time computing and waiting; the medians.
-// Empty text with fewer than two devices.
+// How evenly the devices computed in one iteration: the slowest device's
+// compute over the devices' mean (0 with fewer than two devices), and their
+// waits for each other (peer_wait_s) over their time computing and waiting.
+struct IterationBalance {
+  double slowest_over_mean = 0;
+  double peer_wait_share = 0;
+};
+IterationBalance BalanceOf(const IterationMetrics& m);
+
+// Over the iterations (the first left out when there are more, as it warms
+// up): the medians, and a line for people. Empty text with fewer than two
+// devices.
 struct BalanceCheck {
   double slowest_over_mean = 0;
   double peer_wait_share = 0;
   std::string text;
 };
-BalanceCheck CheckDeviceBalance(std::vector<IterationMetrics> iterations);
+BalanceCheck CheckDeviceBalance(std::vector<IterationBalance> iterations);
 
 }  // namespace harmony::executor
 

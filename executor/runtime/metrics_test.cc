@@ -88,8 +88,12 @@ TEST(MetricsTest, DeviceBalance) {
   // The first iteration is left out; the medians of the rest: the slowest
   // over the mean 1.2 / 1.0, 1.1 / 1.0, 1.0 / 1.0; waits 0.2 of 2.2,
   // 0.1 of 2.1 (and its 0.1 swap wait), 0 of 2.0.
-  BalanceCheck b = CheckDeviceBalance({Balance({5.0, 1.0}, 3.0, 3.0), Balance({1.2, 0.8}, 0.2, 0.2),
-                                       Balance({1.1, 0.9}, 0.1, 0.1), Balance({1.0, 1.0}, 0, 0)});
+  const IterationBalance one = BalanceOf(Balance({1.2, 0.8}, 0.2, 0.2));
+  EXPECT_DOUBLE_EQ(one.slowest_over_mean, 1.2);
+  EXPECT_NEAR(one.peer_wait_share, 0.2 / 2.2, 1e-12);
+  BalanceCheck b = CheckDeviceBalance(
+      {BalanceOf(Balance({5.0, 1.0}, 3.0, 3.0)), one, BalanceOf(Balance({1.1, 0.9}, 0.1, 0.1)),
+       BalanceOf(Balance({1.0, 1.0}, 0, 0))});
   EXPECT_DOUBLE_EQ(b.slowest_over_mean, 1.1);
   EXPECT_NEAR(b.peer_wait_share, 0.1 / 2.1, 1e-12);
   EXPECT_NE(b.text.find("the slowest device computed 1.10x the devices' mean"), std::string::npos)
@@ -98,7 +102,9 @@ TEST(MetricsTest, DeviceBalance) {
             std::string::npos)
       << b.text;
   // One device: nothing to balance.
-  EXPECT_TRUE(CheckDeviceBalance({Balance({1.0}, 0, 0), Balance({1.0}, 0, 0)}).text.empty());
+  EXPECT_EQ(BalanceOf(Balance({1.0}, 0, 0)).slowest_over_mean, 0);
+  EXPECT_TRUE(CheckDeviceBalance({BalanceOf(Balance({1.0}, 0, 0)), BalanceOf(Balance({1.0}, 0, 0))})
+                  .text.empty());
   EXPECT_TRUE(CheckDeviceBalance({}).text.empty());
 }
 

@@ -104,36 +104,32 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
     }
     // The plan simulated again at the compute speed the run measured: the
     // simulator's error with the machine's change of speed since the
-    // profile taken out (a shared VM's swings by tens of percent).
+    // profile taken out (a shared VM's swings by tens of percent); and at
+    // its slowest device's speed: devices that run in step (vDP's
+    // reductions) wait for it, where the simulator's, all as fast, wait
+    // none.
     const double planned = r["planned_compute_s"].get<double>();
     const int devices = std::max(1, static_cast<int>(made.plan.config().num_devices()));
-    r["compute_s"] = run.compute_s;
-    if (planned > 0 && run.compute_s > 0) {
+    auto simulate_at = [&](double device_compute_s, const std::string& simulated,
+                           const std::string& error) {
+      if (!(planned > 0) || !(device_compute_s > 0)) return;
       planner::ResimulateOptions again;
-      again.compute_scale = run.compute_s / devices / planned;
+      again.compute_scale = device_compute_s / planned;
       absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(made.plan, again);
-      if (at.ok()) {
-        r["simulated_at_measured_compute_s"] = at->sim.iteration_s;
-        r["simulator_error_at_measured_compute"] =
-            (at->sim.iteration_s - seconds.median) / seconds.median;
-      }
+      if (!at.ok()) return;
+      if (!simulated.empty()) r[simulated] = at->sim.iteration_s;
+      r[error] = (at->sim.iteration_s - seconds.median) / seconds.median;
+    };
+    r["compute_s"] = run.compute_s;
+    simulate_at(run.compute_s / devices, "simulated_at_measured_compute_s",
+                "simulator_error_at_measured_compute");
+    if (run.slowest_device_compute_s > 0) {
+      r["slowest_device_compute_s"] = run.slowest_device_compute_s;
     }
-    // And at the slowest device's speed: devices that run in step (vDP's
-    // reductions) wait for it, where the simulator's, all as fast, wait
-    // none; what the devices waited for each other, as a share of their
-    // time.
+    simulate_at(run.slowest_device_compute_s, "", "simulator_error_at_slowest_device");
+    // What the devices waited for each other, as a share of their time.
     if (run.compute_s + run.swap_wait_s > 0) {
       r["peer_wait_share"] = run.peer_wait_s / (run.compute_s + run.swap_wait_s);
-    }
-    if (planned > 0 && run.slowest_device_compute_s > 0) {
-      r["slowest_device_compute_s"] = run.slowest_device_compute_s;
-      planner::ResimulateOptions slowest;
-      slowest.compute_scale = run.slowest_device_compute_s / planned;
-      absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(made.plan, slowest);
-      if (at.ok()) {
-        r["simulator_error_at_slowest_device"] =
-            (at->sim.iteration_s - seconds.median) / seconds.median;
-      }
     }
   }
   // The plan simulated with its vLayers profiled again around the run.
