@@ -155,7 +155,7 @@ int RunCommand(const std::vector<std::string>& args) {
       ("tensorboard", po::value(&tensorboard_dir),
        "write TensorBoard event files here (tensorboard --logdir DIR): train/loss, eval/loss, "
        "train/lr, train/grad_norm, train/samples_per_s, swap/host_link_bytes, "
-       "device/peak_bytes, swap/wait_s per iteration")
+       "device/peak_bytes, swap/wait_s, swap/peer_wait_s per iteration")
       ("trace", po::value(&trace_path), "write a Chrome trace of the iterations here")
       ("emulate-host-link", po::value(&link_text),
        "share one host link of this bandwidth among the devices, e.g. 200MB/s "

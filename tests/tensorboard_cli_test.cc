@@ -37,7 +37,8 @@ TEST(TensorBoardCliTest, ARunWritesEveryScalarAtEveryStep) {
   const nlohmann::json got = nlohmann::json::parse(r.output);
   EXPECT_EQ(got["file_version"], "brain.Event:2");
   for (const char* tag : {"train/loss", "train/lr", "train/grad_norm", "train/samples_per_s",
-                          "swap/host_link_bytes", "device/peak_bytes", "swap/wait_s"}) {
+                          "swap/host_link_bytes", "device/peak_bytes", "swap/wait_s",
+                          "swap/peer_wait_s"}) {
     ASSERT_TRUE(got["scalars"].contains(tag)) << tag << ": " << r.output;
     EXPECT_EQ(got["scalars"][tag].size(), 4u) << tag;  // Steps 1-4.
   }

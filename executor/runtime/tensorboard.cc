@@ -118,6 +118,7 @@ absl::Status EventWriter::AddIteration(const IterationMetrics& m) {
       {"swap/host_link_bytes", static_cast<double>(m.bytes.to_device() + m.bytes.to_host())},
       {"device/peak_bytes", static_cast<double>(peak)},
       {"swap/wait_s", m.swap_wait_s},
+      {"swap/peer_wait_s", m.peer_wait_s},
   };
   if (m.clipping) values.push_back({"train/grad_norm", m.grad_norm});
   if (m.evaluated) values.push_back({"eval/loss", m.eval.loss});

@@ -50,7 +50,8 @@ class EventWriter {
   // An iteration's scalars at step iteration + 1: train/loss, train/lr,
   // train/grad_norm (with clipping), train/samples_per_s,
   // swap/host_link_bytes (both directions), device/peak_bytes (the highest
-  // device's), swap/wait_s, and eval/loss when it was evaluated.
+  // device's), swap/wait_s, swap/peer_wait_s (of that wait, on the other
+  // devices), and eval/loss when it was evaluated.
   absl::Status AddIteration(const IterationMetrics& m);
 
  private:

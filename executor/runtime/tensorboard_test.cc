@@ -59,6 +59,7 @@ TEST(TensorBoardTest, WritesAVersionThenScalarsPerIteration) {
   m.bytes.gradients_out = 24;
   m.device_peak_bytes = {7, 9};
   m.swap_wait_s = 0.25;
+  m.peer_wait_s = 0.125;
   m.clipping = true;
   m.grad_norm = 1.5;
   m.evaluated = true;
@@ -73,7 +74,7 @@ TEST(TensorBoardTest, WritesAVersionThenScalarsPerIteration) {
   const std::map<std::string, float> want = {
       {"train/loss", 2.5f},        {"train/lr", 0.001f},         {"train/samples_per_s", 100.f},
       {"swap/host_link_bytes", 1024.f}, {"device/peak_bytes", 9.f}, {"swap/wait_s", 0.25f},
-      {"train/grad_norm", 1.5f},   {"eval/loss", 2.75f}};
+      {"swap/peer_wait_s", 0.125f}, {"train/grad_norm", 1.5f},   {"eval/loss", 2.75f}};
   EXPECT_EQ(got, want);
 }
 
