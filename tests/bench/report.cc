@@ -59,13 +59,14 @@ std::vector<double> SpeedRatios(const json& results, const std::string& baseline
   return v;
 }
 
-// Percent |error| of the runs in one mode (of one schedule, when given);
-// `key` "simulator_error_at_measured_compute": the plan simulated again at
-// the compute speed the run measured (runs before it was recorded have
-// none); any other share of the runs' ("peer_wait_share"), in percent.
-std::vector<double> SimErrors(const json& results, bool emulated,
-                              const std::string& key = "simulator_error",
-                              const std::string& schedule = "") {
+// 100 |x| of the runs' field `key` in one mode (of one schedule, when
+// given), for those that have it: the simulator's error ("simulator_error";
+// "simulator_error_at_measured_compute": the plan simulated again at the
+// compute speed the run measured, which runs before it was recorded lack)
+// or a share of the devices' time ("peer_wait_share").
+std::vector<double> RunPercents(const json& results, bool emulated,
+                                const std::string& key = "simulator_error",
+                                const std::string& schedule = "") {
   std::vector<double> v;
   for (const json& c : Configs(results)) {
     for (const json& r : c["runs"]) {
@@ -169,7 +170,7 @@ std::string Headline(const json& results) {
                                         "moves alike, dominate these small models' traffic; the "
                                         "saving is in the weights.\n");
     for (bool emulated : {false, true}) {
-      if (SimErrors(results, emulated).empty()) continue;  // No runs in this mode.
+      if (RunPercents(results, emulated).empty()) continue;  // No runs in this mode.
       parts.clear();
       for (const std::string& b : kBaselines) {
         parts.push_back(absl::StrCat(b, " ", RangeText(SpeedRatios(results, b, emulated))));
@@ -180,12 +181,13 @@ std::string Headline(const json& results) {
                       "): ", absl::StrJoin(parts, ", "), ".\n");
     }
     std::vector<std::string> errors;
-    if (!SimErrors(results, false).empty()) {
+    if (!RunPercents(results, false).empty()) {
       errors.push_back(
-          absl::StrCat(RangeText(SimErrors(results, false), "%.0f%%"), " without link emulation"));
+          absl::StrCat(RangeText(RunPercents(results, false), "%.0f%%"),
+                       " without link emulation"));
     }
-    if (!SimErrors(results, true).empty()) {
-      errors.push_back(absl::StrCat(RangeText(SimErrors(results, true), "%.0f%%"), " emulated"));
+    if (!RunPercents(results, true).empty()) {
+      errors.push_back(absl::StrCat(RangeText(RunPercents(results, true), "%.0f%%"), " emulated"));
     }
     absl::StrAppend(&out, "- **Simulator**: median |error| of the simulated iteration time ",
                     absl::StrJoin(errors, ", "));
@@ -222,7 +224,7 @@ std::string Headline(const json& results) {
     std::vector<std::string> at_speed;
     for (bool emulated : {false, true}) {
       const std::vector<double> e =
-          SimErrors(results, emulated, "simulator_error_at_measured_compute");
+          RunPercents(results, emulated, "simulator_error_at_measured_compute");
       if (!e.empty()) {
         at_speed.push_back(absl::StrCat(RangeText(e, "%.0f%%"),
                                         emulated ? " emulated" : " without link emulation"));
@@ -235,10 +237,11 @@ std::string Headline(const json& results) {
     std::vector<std::string> slowest;
     for (bool emulated : {false, true}) {
       const std::vector<double> e =
-          SimErrors(results, emulated, "simulator_error_at_slowest_device");
+          RunPercents(results, emulated, "simulator_error_at_slowest_device");
       const std::vector<double> h =
-          SimErrors(results, emulated, "simulator_error_at_slowest_device", "harmony");
-      const std::vector<double> waits = SimErrors(results, emulated, "peer_wait_share", "harmony");
+          RunPercents(results, emulated, "simulator_error_at_slowest_device", "harmony");
+      const std::vector<double> waits =
+          RunPercents(results, emulated, "peer_wait_share", "harmony");
       if (e.empty()) continue;
       slowest.push_back(absl::StrCat(
           RangeText(e, "%.0f%%"), emulated ? " emulated" : " without link emulation",
