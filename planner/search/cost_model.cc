@@ -2,13 +2,39 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace harmony::planner {
 namespace {
+
+// The (vLayer, output) pairs a sum of bytes has counted. A range of vLayers
+// reads few outputs from outside it, so they sit inline until there are
+// many: a std::set allocated on every call, and a search builds graphs
+// whose edges call CrossBytes millions of times.
+class Seen {
+ public:
+  // False when `ref` was inserted before.
+  bool Insert(std::pair<int, int> ref) {
+    if (!many_.empty()) return many_.insert(ref).second;
+    if (std::find(few_.begin(), few_.end(), ref) != few_.end()) return false;
+    if (few_.size() < kFew) {
+      few_.push_back(ref);
+    } else {
+      many_.insert(few_.begin(), few_.end());
+      many_.insert(ref);
+    }
+    return true;
+  }
+
+ private:
+  static constexpr size_t kFew = 16;
+  absl::InlinedVector<std::pair<int, int>, kFew> few_;
+  absl::flat_hash_set<std::pair<int, int>> many_;
+};
 
 double Lerp(double a, double b, double t) { return a + (b - a) * t; }
 
@@ -314,12 +340,12 @@ LayerCost CostModel::Compute(int layer, int u) const {
 
 uint64_t CostModel::PackInputBytes(int begin, int end, int u) const {
   if (inputs_.empty()) return Cost(begin, u).input_bytes;
-  std::set<std::pair<int, int>> seen;
+  Seen seen;
   uint64_t total = 0;
   for (int l = begin; l < end; ++l) {
     const auto& in = inputs_[l];
     for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i].first >= begin || !seen.insert(in[i]).second) continue;
+      if (in[i].first >= begin || !seen.Insert(in[i])) continue;
       if (i < in_slots_[l].size()) total += in_slots_[l][i].Bytes(u);
     }
   }
@@ -328,17 +354,15 @@ uint64_t CostModel::PackInputBytes(int begin, int end, int u) const {
 
 uint64_t CostModel::PackOutputBytes(int begin, int end, int u) const {
   if (inputs_.empty()) return Cost(end - 1, u).output_bytes;
-  std::set<std::pair<int, int>> needed;
+  Seen needed;
+  uint64_t total = 0;
   for (int l = end; l < num_layers(); ++l) {
     for (const auto& ref : inputs_[l]) {
-      if (ref.first >= begin && ref.first < end) needed.insert(ref);
-    }
-  }
-  uint64_t total = 0;
-  for (const auto& [producer, index] : needed) {
-    const auto& slots = out_slots_[producer];
-    if (index >= 0 && index < static_cast<int>(slots.size())) {
-      total += slots[index].Bytes(u);
+      if (ref.first < begin || ref.first >= end || !needed.Insert(ref)) continue;
+      const auto& slots = out_slots_[ref.first];
+      if (ref.second >= 0 && ref.second < static_cast<int>(slots.size())) {
+        total += slots[ref.second].Bytes(u);
+      }
     }
   }
   return total;
@@ -350,14 +374,14 @@ uint64_t CostModel::CrossBytes(int pb, int pe, int cb, int ce, int u,
     if (pb < 0) return cb == 0 ? Cost(0, u).input_bytes : 0;
     return pe == cb ? Cost(pe - 1, u).output_bytes : 0;
   }
-  std::set<std::pair<int, int>> seen;
+  Seen seen;
   uint64_t total = 0;
   for (int l = cb; l < ce; ++l) {
     const auto& in = inputs_[l];
     for (size_t i = 0; i < in.size(); ++i) {
       const int producer = in[i].first;
       const bool inside = pb < 0 ? producer < 0 : (producer >= pb && producer < pe);
-      if (!inside || !seen.insert(in[i]).second) continue;
+      if (!inside || !seen.Insert(in[i])) continue;
       const Slot* sl = nullptr;
       if (producer >= 0 && in[i].second < static_cast<int>(out_slots_[producer].size())) {
         sl = &out_slots_[producer][in[i].second];
@@ -521,11 +545,11 @@ uint64_t CostModel::ForwardMemory(int begin, int end, int u) const {
 
 uint64_t CostModel::InputBytesFromBefore(int layer, int begin, int u) const {
   if (inputs_.empty()) return layer == begin ? Cost(layer, u).input_bytes : 0;
-  std::set<std::pair<int, int>> seen;
+  Seen seen;
   uint64_t total = 0;
   const auto& in = inputs_[layer];
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].first >= begin || !seen.insert(in[i]).second) continue;
+    if (in[i].first >= begin || !seen.Insert(in[i])) continue;
     if (i < in_slots_[layer].size()) total += in_slots_[layer][i].Bytes(u);
   }
   return total;

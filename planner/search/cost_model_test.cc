@@ -155,6 +155,34 @@ TEST(CostModelTest, SkipConnectionsReachTheirConsumer) {
   EXPECT_EQ(m->PackOutputBytes(0, 1, 4), 1024u * 4);  // Read by 1 and 4: once.
 }
 
+// A DenseNet-like reader: vLayer 21 of 24 reads every earlier vLayer's
+// output, each twice. Each counts once, past the inline few (Seen).
+TEST(CostModelTest, ManyReadsOfTheSameOutputsCountOnce) {
+  FakeProfileOptions o;
+  o.layers = 24;
+  proto::ProfileFile file = MakeFakeProfile(o);
+  const int reader = 21;
+  proto::VLayer* v = file.mutable_model()->mutable_decomposition()->mutable_vlayers(reader);
+  proto::VLayerProfile* vp = file.mutable_profile()->mutable_vlayers(reader);
+  for (int twice = 0; twice < 2; ++twice) {
+    for (int producer = 0; producer < reader; ++producer) {
+      proto::TensorRef* in = v->add_inputs();
+      in->set_producer(producer);
+      in->set_index(0);
+      for (proto::MicrobatchProfile& m : *vp->mutable_by_microbatch()) {
+        *m.add_inputs() = m.inputs(0);
+      }
+    }
+  }
+  auto m = *CostModel::Create(file);
+  const uint64_t one = 1024u * 4;  // One vLayer's output at microbatch 4.
+  EXPECT_EQ(m->CrossBytes(0, reader, reader, reader + 1, 4), reader * one);
+  EXPECT_EQ(m->PackInputBytes(reader, 24, 4), reader * one);
+  EXPECT_EQ(m->PackOutputBytes(0, reader, 4), reader * one);
+  // A few of them: inline.
+  EXPECT_EQ(m->CrossBytes(0, 3, reader, reader + 1, 4), 3 * one);
+}
+
 TEST(CostModelTest, RejectsBrokenProfiles) {
   proto::ProfileFile empty;
   EXPECT_EQ(CostModel::Create(empty).status().code(),

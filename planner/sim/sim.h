@@ -18,7 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "planner/search/cost_model.h"
 #include "planner/search/task_graph.h"
 #include "planner/sim/simulator.h"
@@ -26,6 +29,9 @@
 namespace harmony::planner::sim_internal {
 
 enum Link { kNoLink = -1, kToDevice = 0, kToHost = 1 };
+
+// An op's dependencies while Build gathers them: a few, inline.
+using Deps = absl::InlinedVector<int, 8>;
 
 struct Op {
   int device = 0;  // -1: host CPU.
@@ -37,7 +43,9 @@ struct Op {
   // duration lies between the two (Reweigh).
   double busy = -1;
   double alone = -1;
-  std::vector<int> deps;
+  // Most ops wait for one to three others: inline, as allocating a vector
+  // per op was a search's largest single cost after the schedule itself.
+  absl::InlinedVector<int, 4> deps;
   std::string name;
   double start = -1;
   double end = -1;
@@ -112,7 +120,7 @@ class Sim {
     return keep_events_ ? make() : std::string();
   }
 
-  int Add(int device, Stream stream, Link link, double duration, std::vector<int> deps,
+  int Add(int device, Stream stream, Link link, double duration, absl::Span<const int> deps,
           std::string name) {
     Op op;
     op.device = device;
@@ -120,11 +128,14 @@ class Sim {
     op.link = link;
     // A host transfer's fixed cost holds its stream and the link.
     op.duration = duration + (link != kNoLink ? transfer_latency_ : 0.0);
-    op.deps = std::move(deps);
+    op.deps.assign(deps.begin(), deps.end());
     op.name = std::move(name);
     ops_.push_back(std::move(op));
     const int id = static_cast<int>(ops_.size()) - 1;
-    if (device >= 0 && !first_op_on_.count(device)) first_op_on_[device] = id;
+    if (device >= 0) {
+      if (first_op_on_.size() <= static_cast<size_t>(device)) first_op_on_.resize(device + 1, -1);
+      if (first_op_on_[device] < 0) first_op_on_[device] = id;
+    }
     if (stream == kSwapOut && building_ >= 0) last_out_[building_] = id;
     const size_t q = Queue(device, stream);
     if (queues_.size() <= q) queues_.resize(q + 1);
@@ -184,21 +195,28 @@ class Sim {
   // consumer's microbatch `mb`: the same microbatch when the two tasks'
   // microbatches align, else those whose samples overlap it (the runtime's
   // mailbox waits for exactly the rows it needs).
-  std::vector<int> Sends(int producer, TransferKind kind, int consumer, int mb) {
-    std::vector<int> out;
+  absl::InlinedVector<int, 4> Sends(int producer, TransferKind kind, int consumer, int mb) {
+    absl::InlinedVector<int, 4> out;
     const Task& from = g_.tasks[producer];
     const Task& to = g_.tasks[consumer];
-    const bool aligned = Aligned(from, to);
     auto it = sends_.find({producer, static_cast<int>(kind), consumer});
     if (it == sends_.end()) return out;
+    const SendOps& sent = it->second;
+    if (Aligned(from, to)) {
+      if (sent.sorted) {  // As Build adds them: a search's simulations ask for each.
+        auto first = std::lower_bound(sent.ops.begin(), sent.ops.end(), std::make_pair(mb, -1));
+        for (; first != sent.ops.end() && first->first == mb; ++first) out.push_back(first->second);
+        return out;
+      }
+      for (const auto& [m, op] : sent.ops) {
+        if (m == mb) out.push_back(op);
+      }
+      return out;
+    }
     const bool known = mb >= 0 && mb < static_cast<int>(to.microbatches.size());
     const int lo = known ? to.microbatches[mb].offset : 0;
     const int hi = known ? lo + to.microbatches[mb].size : 0;
-    for (const auto& [m, op] : it->second) {
-      if (aligned) {
-        if (m == mb) out.push_back(op);
-        continue;
-      }
+    for (const auto& [m, op] : sent.ops) {
       if (!known || m < 0 || m >= static_cast<int>(from.microbatches.size())) {
         out.push_back(op);
         continue;
@@ -207,6 +225,14 @@ class Sim {
       if (p.offset < hi && p.offset + p.size > lo) out.push_back(op);
     }
     return out;
+  }
+
+  // Records that `op` sends `kind` of microbatch `mb` of task `producer`
+  // to task `consumer` (Sends finds it).
+  void Sent(int producer, TransferKind kind, int consumer, int mb, int op) {
+    SendOps& sent = sends_[{producer, static_cast<int>(kind), consumer}];
+    if (!sent.ops.empty() && std::make_pair(mb, op) < sent.ops.back()) sent.sorted = false;
+    sent.ops.push_back({mb, op});
   }
 
   // For each task, per device: the latest task on that device it waits
@@ -252,6 +278,7 @@ class Sim {
   // When a hold's bytes are allocated and freed.
   std::pair<double, double> Span(const Hold& h) const;
 
+  // When a task's last op ends (from task_end_, which Collect fills).
   double TaskEnd(int task) const;
 
   // Times, busy streams, bytes, memory peaks (simulator.cc).
@@ -270,7 +297,11 @@ class Sim {
   std::vector<size_t> queue_of_;
   std::vector<int> first_dependent_, dependents_;
   // (task, kind, to) -> (microbatch, op) of its sends.
-  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> sends_;
+  struct SendOps {
+    std::vector<std::pair<int, int>> ops;
+    bool sorted = true;  // By (microbatch, op).
+  };
+  absl::flat_hash_map<std::tuple<int, int, int>, SendOps> sends_;
   static constexpr size_t kKinds = static_cast<size_t>(TransferKind::kKeptIn) + 1;
   struct TaskIndex {
     std::vector<size_t> starts;  // Per slot, then the end.
@@ -282,10 +313,11 @@ class Sim {
   std::vector<int> first_input_;  // A task's last host input of its first microbatch.
   std::map<int, std::vector<int>> device_tasks_;  // Device -> its tasks so far.
   std::vector<std::vector<int>> end_ops_;
+  std::vector<double> task_end_;  // Task -> its end, in Collect.
   std::vector<Hold> holds_;
   std::map<int, std::vector<int>> weights_holder_;  // Task -> its weights' holds.
   std::map<int, std::vector<int>> peer_copies_;     // Task -> copies of its weights.
-  std::map<int, int> first_op_on_;     // Device -> its first op.
+  std::vector<int> first_op_on_;       // Device -> its first op (-1: none yet).
   int building_ = -1;                  // The task Build() is adding ops for.
   std::vector<int> last_out_;          // Task -> its last copy out (-1: none).
   // Per task that sends to the host over its microbatches: each

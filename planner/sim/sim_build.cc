@@ -20,6 +20,11 @@ void Sim::Build() {
   grads_hold_.assign(n, -1);
   reduce_op_.assign(n, -1);
   computes_.assign(n, {});
+  // About an op and a hold per transfer and two per computed microbatch.
+  size_t expected = 0;
+  for (const Task& t : g_.tasks) expected += t.transfers.size() + 2 * t.microbatches.size() + 2;
+  ops_.reserve(expected);
+  holds_.reserve(expected);
   std::map<int, std::vector<int>> gradients_out;  // Update task -> ops.
   std::map<int, int> kept_for;                     // Task -> who kept its weights.
   for (const Task& t : g_.tasks) {
@@ -204,6 +209,16 @@ void Sim::Build() {
       waited = true;
       return &waited == &swap_in_waited ? inputs_after : compute_after;
     };
+    // What a host input of the microbatch at `place` waits for, onto `deps`.
+    auto inputs_wait = [&](int place, Deps& deps) {
+      if (is_early(place)) {
+        const std::vector<int> early = early_deps(place);
+        deps.insert(deps.end(), early.begin(), early.end());
+      } else {
+        const std::vector<int>& after = after_for(swap_in_waited);
+        deps.insert(deps.end(), after.begin(), after.end());
+      }
+    };
     int last_compute = -1;
     // A pack summed on the host sends its gradients out after each
     // microbatch but the last (Config::host_sums).
@@ -230,12 +245,12 @@ void Sim::Build() {
     for (const Microbatch& mb : t.microbatches) {
       const int place = static_cast<int>(host_out.size());
       host_out.emplace_back();
-      std::vector<int> ahead;
+      Deps ahead;
       const int behind = mb.index - g_.config.InputsAhead() - 1;
       if (behind >= 0 && behind < static_cast<int>(computed.size())) {
         ahead.push_back(computed[behind]);
       }
-      std::vector<int> inputs;
+      Deps inputs;
       uint64_t in_bytes = 0;
       struct PeerIn {
         uint64_t bytes;
@@ -255,8 +270,8 @@ void Sim::Build() {
       };
       std::vector<LocalIn> locals;
       for (const Transfer* x : Find(t, TransferKind::kDataIn, mb.index)) {
-        std::vector<int> deps = is_early(place) ? early_deps(place)
-                                                   : after_for(swap_in_waited);
+        Deps deps;
+        inputs_wait(place, deps);
         deps.insert(deps.end(), ahead.begin(), ahead.end());
         const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
                            Name([&] { return absl::StrCat("data in ", label, " #", mb.index); }));
@@ -270,7 +285,7 @@ void Sim::Build() {
                                   : kind == TransferKind::kStashIn     ? TransferKind::kStashOut
                                                                        : TransferKind::kKeptOut;
         for (const Transfer* x : Find(t, kind, mb.index)) {
-          std::vector<int> from = Sends(x->peer_task, send, t.id, mb.index);
+          const absl::InlinedVector<int, 4> from = Sends(x->peer_task, send, t.id, mb.index);
           if (x->channel == Channel::kPeer) {
             // The sender copies into this device when it has computed:
             // in the runtime that can be as soon as this device has
@@ -278,10 +293,9 @@ void Sim::Build() {
             // ahead of this simulation the sender runs. Held from then.
             inputs.insert(inputs.end(), from.begin(), from.end());
             const int q = reach[x->peer_task][d];
-            const auto first = first_op_on_.find(d);  // None yet: from the send.
-            const int early = q >= 0 && !end_ops_[q].empty() ? end_ops_[q].front()
-                              : first != first_op_on_.end() ? first->second
-                                                            : -1;
+            // None yet on this device: from the send.
+            const int first = d < static_cast<int>(first_op_on_.size()) ? first_op_on_[d] : -1;
+            const int early = q >= 0 && !end_ops_[q].empty() ? end_ops_[q].front() : first;
             pending_peer.push_back({x->bytes, from.empty() ? -1 : from.front(), early});
             continue;
           }
@@ -292,10 +306,8 @@ void Sim::Build() {
             continue;
           }
           in_bytes += x->bytes;
-          std::vector<int> deps = from;
-          const std::vector<int> after = is_early(place) ? early_deps(place)
-                                                            : after_for(swap_in_waited);
-          deps.insert(deps.end(), after.begin(), after.end());
+          Deps deps(from.begin(), from.end());
+          inputs_wait(place, deps);
           deps.insert(deps.end(), ahead.begin(), ahead.end());
           const int op = Add(d, kSwapIn, kToDevice, x->bytes / to_device_bw_, deps,
                              Name([&] { return absl::StrCat(kind == TransferKind::kStashIn ? "stash in "
@@ -306,7 +318,7 @@ void Sim::Build() {
           if (first_in < 0) first_in = op;
         }
       }
-      std::vector<int> deps = inputs;
+      Deps deps = inputs;
       const std::vector<int>& after = after_for(compute_waited);
       deps.insert(deps.end(), after.begin(), after.end());
       if (weight_op_[t.id] >= 0) deps.push_back(weight_op_[t.id]);
@@ -424,8 +436,7 @@ void Sim::Build() {
            {TransferKind::kActivationsOut, TransferKind::kStashOut, TransferKind::kKeptOut}) {
         for (const Transfer* x : Find(t, kind, mb.index)) {
           if (x->channel == Channel::kLocal) {  // Stays: nothing to copy.
-            sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back(
-                {mb.index, compute});
+            Sent(t.id, kind, x->peer_task, mb.index, compute);
             continue;
           }
           int op;
@@ -440,7 +451,7 @@ void Sim::Build() {
                                                                   : "activations out ",
                                   label, " #", mb.index); }));
           }
-          sends_[{t.id, static_cast<int>(kind), x->peer_task}].push_back({mb.index, op});
+          Sent(t.id, kind, x->peer_task, mb.index, op);
           if (kind == TransferKind::kKeptOut) kept_out[mb.index].push_back(op);
           if (x->channel == Channel::kHost && kind != TransferKind::kKeptOut) {
             host_out[place].push_back(op);  // (Kept ones have their own bound.)
@@ -526,7 +537,7 @@ void Sim::Build() {
     for (const auto& [update, ops] : gradients_out) all.insert(all.end(), ops.begin(), ops.end());
     if (clip_ == ClipSim::kHold && !update_ops.empty()) {
       // The first update waits; the others follow it on the host's stream.
-      std::vector<int>& deps = ops_[update_ops.front()].deps;
+      auto& deps = ops_[update_ops.front()].deps;
       deps.insert(deps.end(), all.begin(), all.end());
     } else if (!copy_s.empty()) {
       double redo = 0;

@@ -180,11 +180,7 @@ std::pair<double, double> Sim::Span(const Hold& h) const {
   return {from, std::max(from, until)};
 }
 
-double Sim::TaskEnd(int task) const {
-  double end = 0;
-  for (int op : end_ops_[task]) end = std::max(end, ops_[op].end);
-  return end;
-}
+double Sim::TaskEnd(int task) const { return task_end_[task]; }
 
 SimResult Sim::Collect(bool keep_events) {
   SimResult r;
@@ -200,9 +196,19 @@ SimResult Sim::Collect(bool keep_events) {
       r.events.push_back({op.name, op.device, op.stream, op.start, op.end});
     }
   }
+  // Each task's end, once (holds ask for it many times over).
+  task_end_.assign(end_ops_.size(), 0.0);
+  for (size_t t = 0; t < end_ops_.size(); ++t) {
+    for (int op : end_ops_[t]) task_end_[t] = std::max(task_end_[t], ops_[op].end);
+  }
   // Memory: sweep allocation and free events per device (frees first at
   // equal times).
   std::vector<std::vector<std::pair<double, int64_t>>> events(c_.num_devices);
+  {
+    std::vector<size_t> per_device(c_.num_devices, 0);
+    for (const Hold& h : holds_) per_device[h.device] += h.bytes > 0 ? 2 : 0;
+    for (int d = 0; d < c_.num_devices; ++d) events[d].reserve(per_device[d]);
+  }
   for (const Hold& h : holds_) {
     if (h.bytes == 0) continue;
     const auto [from, until] = Span(h);
