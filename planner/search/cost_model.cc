@@ -13,8 +13,8 @@ namespace {
 
 // The (vLayer, output) pairs a sum of bytes has counted. A range of vLayers
 // reads few outputs from outside it, so they sit inline until there are
-// many: a std::set allocated on every call, and a search builds graphs
-// whose edges call CrossBytes millions of times.
+// many: a std::set allocated on every call, and a search calls these for
+// every edge of every task graph it builds.
 class Seen {
  public:
   // False when `ref` was inserted before.
