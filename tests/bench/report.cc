@@ -169,8 +169,11 @@ std::string Headline(const json& results) {
                                       : ": short of it. Activation stashes, which every schedule "
                                         "moves alike, dominate these small models' traffic; the "
                                         "saving is in the weights.\n");
+    // The simulator's errors, without link emulation and emulated.
+    const std::vector<double> sim_errors[2] = {RunPercents(results, false),
+                                               RunPercents(results, true)};
     for (bool emulated : {false, true}) {
-      if (RunPercents(results, emulated).empty()) continue;  // No runs in this mode.
+      if (sim_errors[emulated].empty()) continue;  // No runs in this mode.
       parts.clear();
       for (const std::string& b : kBaselines) {
         parts.push_back(absl::StrCat(b, " ", RangeText(SpeedRatios(results, b, emulated))));
@@ -181,13 +184,10 @@ std::string Headline(const json& results) {
                       "): ", absl::StrJoin(parts, ", "), ".\n");
     }
     std::vector<std::string> errors;
-    if (!RunPercents(results, false).empty()) {
-      errors.push_back(
-          absl::StrCat(RangeText(RunPercents(results, false), "%.0f%%"),
-                       " without link emulation"));
-    }
-    if (!RunPercents(results, true).empty()) {
-      errors.push_back(absl::StrCat(RangeText(RunPercents(results, true), "%.0f%%"), " emulated"));
+    for (bool emulated : {false, true}) {
+      if (sim_errors[emulated].empty()) continue;
+      errors.push_back(absl::StrCat(RangeText(sim_errors[emulated], "%.0f%%"),
+                                    emulated ? " emulated" : " without link emulation"));
     }
     absl::StrAppend(&out, "- **Simulator**: median |error| of the simulated iteration time ",
                     absl::StrJoin(errors, ", "));
