@@ -383,12 +383,11 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
         ff[k] = rows[k].forward_fits();
         bf[k] = rows[k].backward_fits();
       }
-      HARMONY_ASSIGN_OR_RETURN(ChainTimes alone, MeasureInTurn(c, options.repeats, 0, ff, bf));
-      const int others = target->count() - 1;
-      std::optional<ChainTimes> busy;
-      if (others > 0) {
-        HARMONY_ASSIGN_OR_RETURN(busy, MeasureInTurn(c, options.repeats, others, ff, bf));
-      }
+      HARMONY_ASSIGN_OR_RETURN(
+          timing::TurnTimes turn,
+          MeasureInTurn(c, options.repeats, target->count() - 1, ff, bf));
+      const ChainTimes& alone = turn.alone;
+      const std::optional<ChainTimes>& busy = turn.beside;
       for (int k = 0; k < n; ++k) {
         proto::MicrobatchProfile& row = rows[k];
         row.set_forward_time_one_s(row.forward_time_s());

@@ -242,7 +242,7 @@ class SlowNeighbourTarget : public LaneTarget {
     if (!neighbour_computing || lane < 0 || lane > 1) return;
     ++done[lane];
     ++steps_beside[lane];
-    most_apart = std::max(most_apart, std::abs(done[0] - done[1]));
+    most_apart = std::max(most_apart, std::abs(done[0] - 2 * done[1]));
   }
   bool neighbour_computing = false;  // Guarded by mu, as the counts.
   int done[2] = {0, 0};
@@ -280,21 +280,28 @@ TEST(TargetTest, ANeighbourThatFailsFailsTheTimesBesideIt) {
 // time is the mean of theirs (vlayer_timing.h): a neighbour 4 ms slower per
 // step holds the timed device to within a step of it, and adds half its
 // 4 ms to every time beside it. Free-running neighbours left a GPU
-// partition's backward the GPU to itself at random (H200, 11-28).
+// partition's backward the GPU to itself at random (H200, 11-28). The
+// timed device runs each step alone right before it runs it beside them
+// (its two steps to the neighbour's one), and the neighbour's 4 ms stay out
+// of the time alone.
 TEST(TargetTest, BesideBusyDevicesEveryStepStartsOnEachAtOnce) {
   SlowNeighbourTarget fake(1ull << 30);
   absl::StatusOr<proto::ProfileFile> profile = ProfileResnetOn(&fake, "resnet_in_step.pt", 2);
   ASSERT_TRUE(profile.ok()) << profile.status();
-  EXPECT_GT(fake.steps_beside[0], 10);
-  EXPECT_EQ(fake.steps_beside[0], fake.steps_beside[1]);
-  EXPECT_LE(fake.most_apart, 1);
+  EXPECT_GT(fake.steps_beside[1], 10);
+  // Its first step alone may end before the neighbour starts (once per size).
+  EXPECT_LE(fake.steps_beside[0], 2 * fake.steps_beside[1]);
+  EXPECT_GE(fake.steps_beside[0], 2 * fake.steps_beside[1] - 2);
+  EXPECT_LE(fake.most_apart, 2);
   for (const proto::VLayerProfile& v : profile->profile().vlayers()) {
     for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
       if (m.forward_fits()) {
         EXPECT_GE(m.forward_time_busy_s(), 0.002) << m.DebugString();
+        EXPECT_GE(m.forward_time_busy_s(), m.forward_time_s() + 0.001) << m.DebugString();
       }
       if (m.backward_fits()) {
         EXPECT_GE(m.backward_time_busy_s(), 0.002) << m.DebugString();
+        EXPECT_GE(m.backward_time_busy_s(), m.backward_time_s() + 0.001) << m.DebugString();
       }
     }
   }

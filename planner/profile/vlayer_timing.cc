@@ -25,6 +25,7 @@
 #include "common/torch_status.h"
 #include "planner/profile/machine.h"
 #include "planner/profile/step_barrier.h"
+#include "planner/profile/vlayer_step.h"
 
 namespace harmony::planner::timing {
 
@@ -38,141 +39,6 @@ std::vector<c10::IValue> Context::InputsOf(int k) const {
   }
   return in;
 }
-
-namespace {
-
-at::Tensor OnDevice(const Context& c, const at::Tensor& t, bool requires_grad) {
-  at::Tensor copy = c.target->ToDevice(t);
-  if (requires_grad && at::isFloatingType(copy.scalar_type())) {
-    copy.requires_grad_(true);
-  }
-  return copy;
-}
-
-
-
-// What one run of vLayer k reads, copied onto the device of the scope
-// active on the calling thread: its weights (with zeroed gradients when
-// `with_gradients`, as in the runtime from a task's second microbatch on;
-// the backward adds into them), its inputs and the targets.
-struct Prepared {
-  std::vector<at::Tensor> params, buffers, targets;
-  std::vector<at::Tensor> output_grads;  // A backward's, from c.output_grads.
-  std::vector<c10::IValue> inputs;
-  std::vector<c10::IValue> outputs;  // Set by Execute.
-};
-Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
-  Prepared p;
-  for (const at::Tensor& t : c.params[k]) {
-    p.params.push_back(OnDevice(c, t, backward && t.requires_grad()));
-  }
-  for (const at::Tensor& b : c.buffers[k]) p.buffers.push_back(OnDevice(c, b, false));
-  p.inputs = c.InputsOf(k);
-  for (c10::IValue& v : p.inputs) {
-    if (v.isTensor()) v = OnDevice(c, v.toTensor(), backward);
-  }
-  for (const at::Tensor& t : c.targets) p.targets.push_back(OnDevice(c, t, false));
-  if (backward && !c.output_grads.empty()) {
-    for (const at::Tensor& g : c.output_grads[k]) {
-      p.output_grads.push_back(g.defined() ? OnDevice(c, g, false) : at::Tensor());
-    }
-  }
-  if (backward && with_gradients) {
-    for (at::Tensor& t : p.params) {
-      if (!t.requires_grad()) continue;
-      // fp32 gradients of bf16 parameters, as the runtime sums them.
-      t.mutable_grad() = c.fp32_gradients && t.scalar_type() == at::kBFloat16
-                             ? at::zeros_like(t, t.options().dtype(at::kFloat))
-                             : at::zeros_like(t);
-    }
-  }
-  return p;
-}
-
-// What vLayer k's backward starts from, given its outputs `out`: the loss
-// (gradient one) for the last vLayer, else each output that requires a
-// gradient with its gradient in `output_grads` (only those that get one, as
-// the runtime does), or ones when `output_grads` is null (no gradients
-// computed). Throws with the reason when the loss cannot be computed.
-struct BackwardRoots {
-  std::vector<at::Tensor> roots, grads;
-};
-BackwardRoots RootsOf(const Context& c, int k, const std::vector<c10::IValue>& out,
-                      const std::vector<at::Tensor>& targets,
-                      const std::vector<at::Tensor>* output_grads) {
-  BackwardRoots r;
-  if (k == c.d->num_vlayers() - 1) {
-    if (out.empty() || !out[0].isTensor()) {
-      throw std::runtime_error(absl::StrCat("vLayer ", k, " (the last) returned no tensor"));
-    }
-    absl::StatusOr<at::Tensor> loss =
-        common::LossFromOutput(out[0].toTensor(), targets, c.takes_targets, c.loss);
-    if (!loss.ok()) throw std::runtime_error(std::string(loss.status().message()));
-    r.roots.push_back(*loss);
-    r.grads.push_back(at::ones_like(*loss));
-    return r;
-  }
-  for (size_t o = 0; o < out.size(); ++o) {
-    const c10::IValue& v = out[o];
-    if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
-    if (output_grads == nullptr) {
-      r.roots.push_back(v.toTensor());
-      r.grads.push_back(at::ones_like(v.toTensor()));
-    } else if (o < output_grads->size() && (*output_grads)[o].defined()) {
-      r.roots.push_back(v.toTensor());
-      r.grads.push_back((*output_grads)[o]);
-    }
-  }
-  return r;
-}
-
-// Runs vLayer k's forward (or forward + backward) on `p`; throws as
-// LibTorch does (an allocation over the device's cap: OutOfMemoryError).
-// Returns the seconds it took, up to the target's Synchronize; `saved` (may
-// be null): what the forward's graph keeps for the backward on `memory`.
-double Execute(const Context& c, int k, bool backward, Prepared& p,
-               Target::Meter* memory = nullptr, uint64_t* saved = nullptr) {
-  c10::AutoGradMode grad_mode(backward);
-  common::Autocast autocast(c.bf16);
-  const uint64_t before = memory != nullptr ? memory->used() : 0;
-  const double start = Now();
-  absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, p.params, p.buffers, p.inputs);
-  if (!out.ok()) {
-    if (absl::IsResourceExhausted(out.status())) {
-      throw c10::OutOfMemoryError({__func__, __FILE__, __LINE__},
-                                  std::string(out.status().message()));
-    }
-    throw std::runtime_error(std::string(out.status().message()));
-  }
-  p.outputs = *out;
-  if (backward) {
-    if (saved != nullptr && memory != nullptr) {
-      *saved = memory->used() > before ? memory->used() - before : 0;
-    }
-    const BackwardRoots r =
-        RootsOf(c, k, *out, p.targets, p.output_grads.empty() ? nullptr : &p.output_grads);
-    if (!r.roots.empty()) torch::autograd::backward(r.roots, r.grads);
-    if (c.fp32_gradients) {
-      // As the runtime does after each backward: bf16 gradients made fp32
-      // (both exist for a moment: the peak counts it).
-      for (at::Tensor& t : p.params) {
-        if (t.grad().defined() && t.grad().scalar_type() == at::kBFloat16) {
-          t.mutable_grad() = t.grad().to(at::kFloat);
-        }
-      }
-    }
-  }
-  c.target->Synchronize();
-  return Now() - start;
-}
-
-// One run of vLayer k's forward (or recompute + backward) with its weights
-// and inputs copied onto `device` (a fresh one of the given capacity when
-// null). Repeats share a device, so that they reuse its cache of freed
-// storages as the runtime's devices do from their second iteration on: a
-// fresh allocation of a large activation costs page faults the runtime
-// does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
-}  // namespace
 
 absl::StatusOr<uint64_t> KeptBytes(const Context& c, int k) {
   common::InstallSavedTensorHooks();
@@ -257,6 +123,12 @@ absl::Status OutputGradients(Context& c) {
   });
 }
 
+// One run of vLayer k's forward (or recompute + backward) with its weights
+// and inputs copied onto `device` (a fresh one of the given capacity when
+// null). Repeats share a device, so that they reuse its cache of freed
+// storages as the runtime's devices do from their second iteration on: a
+// fresh allocation of a large activation costs page faults the runtime
+// does not pay (at microbatch 64 of a 34 MiB GPT, 0.3 s of 2.1 s).
 absl::StatusOr<Measurement> RunOnce(const Context& c, int k, bool backward, int64_t u,
                                     bool with_gradients, Target::Meter* device) {
   std::unique_ptr<Target::Meter> fresh;
@@ -343,15 +215,18 @@ namespace {
 struct Step {
   int k = 0;
   bool backward = false;
+  bool beside = false;  // Computed beside the other lanes (at the barrier).
 };
 
 // Runs `steps` as a device of the runtime does: a copy thread copies each
 // step's weights and inputs onto the device one step ahead (the prefetch)
 // while the calling thread computes the step before, so the compute reads
 // what another core wrote, beside that core's copying. Returns each step's
-// compute seconds. With `barrier`, each step's compute starts when every
-// lane's does (this one is lane `lane` of the target); a lane that stops
-// early leaves the barrier.
+// compute seconds. With `barrier`, lane 0 (the timed one) runs steps in
+// pairs, alone then beside the other lanes (MeasureInTurn), and each of the
+// others runs the second of each pair: it waits, its copies out done, while
+// lane 0 runs the first, then its compute starts when lane 0's does. A lane
+// that stops early leaves the barrier.
 absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::vector<Step>& steps,
                                                  StepBarrier* barrier, int lane) {
   const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
@@ -391,6 +266,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   // runtime's copy-out does: a forward's outputs, a backward's gradients
   // (added into the host's, as HostStore::AddGradients does).
   std::deque<std::pair<int, Prepared>> finished;  // vLayer, its step.
+  bool copying_out = false;  // One taken from `finished` is being copied.
   bool finishing = false;
   std::thread copy_out([&] {
     common::SetCallingThreadIntraOpThreads(threads);
@@ -407,6 +283,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         k = finished.front().first;
         p = std::move(finished.front().second);
         finished.pop_front();
+        copying_out = true;
         cv.notify_all();
       }
       common::CallTorch("", [&] {
@@ -426,6 +303,9 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
           }
         }
       }).IgnoreError();
+      std::lock_guard<std::mutex> lock(mu);
+      copying_out = false;
+      cv.notify_all();
     }
   });
   std::vector<double> times;
@@ -442,6 +322,15 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         p = std::move(ready.front());
         ready.pop_front();
         cv.notify_all();
+      }
+      if (barrier != nullptr && lane > 0) {
+        // Before the timed lane's step alone: this lane's copies out are
+        // done, so that they do not run beside it.
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return finished.empty() && !copying_out; });
+        }
+        if (!barrier->Arrive()) break;
       }
       if (barrier != nullptr && !barrier->Arrive()) break;
       double t = 0;
@@ -526,9 +415,9 @@ Context Pinned(const Context& c) {
 
 }  // namespace
 
-absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int others,
-                                         const std::vector<bool>& forward_fits,
-                                         const std::vector<bool>& backward_fits) {
+absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int others,
+                                        const std::vector<bool>& forward_fits,
+                                        const std::vector<bool>& backward_fits) {
   std::optional<Context> pinned;
   if (given.target->pins_host_memory()) {
     HARMONY_RETURN_IF_ERROR(common::CallTorch("pinning the vLayers' host tensors",
@@ -543,9 +432,20 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int 
   for (int k = n - 1; k >= 0; --k) {
     if (backward_fits[k]) one_pass.push_back({k, true});
   }
-  std::vector<Step> steps;
+  // Lane 0 runs each step alone and, with others, at once again beside
+  // them (the others wait at the barrier meanwhile), so that both times of
+  // a step are taken within milliseconds of each other. Timed in separate
+  // passes a second apart, the ratio of the two swung 1.06-1.85x from one
+  // profile to the next on the 2-core Intel bench VM, whose speed drifts.
+  std::vector<Step> steps, beside_steps;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
-    steps.insert(steps.end(), one_pass.begin(), one_pass.end());
+    for (const Step& s : one_pass) {
+      steps.push_back(s);
+      if (others > 0) {
+        steps.push_back({s.k, s.backward, true});
+        beside_steps.push_back(steps.back());
+      }
+    }
   }
   // On a GPU every device first pays what the runtime pays once, in its
   // first iteration: a cuBLAS workspace for each new thread and stream, the
@@ -570,7 +470,8 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int 
       barrier.Leave();
       return;
     }
-    times[lane] = RunPipelined(c, steps, others > 0 ? &barrier : nullptr, lane);
+    times[lane] = RunPipelined(c, lane == 0 ? steps : beside_steps,
+                               others > 0 ? &barrier : nullptr, lane);
   };
   std::vector<std::thread> neighbours;
   const int threads = common::CallingThreadIntraOpThreads();
@@ -590,23 +491,39 @@ absl::StatusOr<ChainTimes> MeasureInTurn(const Context& given, int repeats, int 
                                               times[lane].status().message()));
     }
   }
-  std::vector<double> mean(steps.size(), 0.0);
   for (int lane = 0; lane < lanes; ++lane) {
-    if (times[lane]->size() != steps.size()) {
+    const size_t want = lane == 0 ? steps.size() : beside_steps.size();
+    if (times[lane]->size() != want) {
       return absl::InternalError(absl::StrCat("timing the vLayers in turn: device ", lane,
                                               " stopped after ", times[lane]->size(), " of ",
-                                              steps.size(), " steps"));
+                                              want, " steps"));
     }
-    for (size_t i = 0; i < steps.size(); ++i) mean[i] += (*times[lane])[i] / lanes;
   }
-  std::vector<std::vector<double>> f(n), b(n);
+  // Per vLayer, the passes' times alone and beside (the mean of the lanes').
+  std::vector<std::vector<double>> f(n), b(n), fb(n), bb(n);
+  size_t beside = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    (steps[i].backward ? b : f)[steps[i].k].push_back(mean[i]);
+    const Step& s = steps[i];
+    if (!s.beside) {
+      (s.backward ? b : f)[s.k].push_back((*times[0])[i]);
+      continue;
+    }
+    double mean = 0;
+    for (int lane = 0; lane < lanes; ++lane) {
+      mean += (lane == 0 ? (*times[0])[i] : (*times[lane])[beside]) / lanes;
+    }
+    ++beside;
+    (s.backward ? bb : fb)[s.k].push_back(mean);
   }
-  ChainTimes t;
+  TurnTimes t;
+  if (others > 0) t.beside.emplace();
   for (int k = 0; k < n; ++k) {
-    t.forward.push_back(Mean(f[k]));
-    t.backward.push_back(Mean(b[k]));
+    t.alone.forward.push_back(Mean(f[k]));
+    t.alone.backward.push_back(Mean(b[k]));
+    if (others > 0) {
+      t.beside->forward.push_back(Mean(fb[k]));
+      t.beside->backward.push_back(Mean(bb[k]));
+    }
   }
   return t;
 }

@@ -13,6 +13,7 @@
 #define HARMONY_PLANNER_PROFILE_VLAYER_TIMING_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,7 +107,9 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
 // passes (the simulator sums times: it needs the expected one). Beside
 // `others` threads doing the same (the plan's other devices, which share the
 // host's cores, or a GPU's), in step: each step starts on every device at
-// once, and its time is the mean of theirs. A vLayer run over and over on
+// once, and its time is the mean of theirs; the device timed runs it alone
+// right before (the others wait, their copies out done), so that a VM's
+// drifting speed does not come out as a slowdown beside them. A vLayer run over and over on
 // copies just made reads a hot cache the runtime's never has: on the
 // 2-core bench VM it is 1.1-1.2x faster at small microbatches (vgg,
 // microbatch 4), and the runtime was measured up to 1.5x slower per
@@ -116,9 +119,15 @@ absl::StatusOr<Measurement> Measure(const Context& c, int k, bool backward, int6
 struct ChainTimes {
   std::vector<double> forward, backward;  // 0 where it does not fit.
 };
-absl::StatusOr<ChainTimes> MeasureInTurn(const Context& c, int repeats, int others,
-                                         const std::vector<bool>& forward_fits,
-                                         const std::vector<bool>& backward_fits);
+// Each step is timed alone and, with `others`, at once again beside them
+// (the two within milliseconds: the ratio is not the machine's drift).
+struct TurnTimes {
+  ChainTimes alone;
+  std::optional<ChainTimes> beside;  // With others > 0.
+};
+absl::StatusOr<TurnTimes> MeasureInTurn(const Context& c, int repeats, int others,
+                                        const std::vector<bool>& forward_fits,
+                                        const std::vector<bool>& backward_fits);
 
 }  // namespace harmony::planner::timing
 
