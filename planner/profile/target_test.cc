@@ -307,6 +307,57 @@ TEST(TargetTest, BesideBusyDevicesEveryStepStartsOnEachAtOnce) {
   }
 }
 
+// A partition-like target that slows down as it goes, as a VM's speed
+// drifts: every step ends 0.05 ms later than the one before it, on
+// whichever device. Of kind cpu, as SlowNeighbourTarget.
+class DriftingTarget : public LaneTarget {
+ public:
+  using LaneTarget::LaneTarget;
+  std::string kind() const override { return "cpu"; }
+  void Synchronize() override {
+    if (tls_lane < 0) return;
+    const int steps = steps_.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(50 * steps));
+  }
+
+ private:
+  std::atomic<int> steps_{0};
+};
+
+// Each step is timed beside the other devices right after its time alone
+// (vlayer_timing.h), so a machine that slows down as the profile goes on
+// does not read as a slowdown beside them. Timed as a run of passes alone,
+// then one beside, every step's two times would lie a pass (about 20 steps,
+// 1 ms of drift) apart.
+TEST(TargetTest, AMachineThatSlowsDownDoesNotReadAsSlowerBesideBusyDevices) {
+  DriftingTarget fake(1ull << 30);
+  absl::StatusOr<proto::ProfileFile> profile = ProfileResnetOn(&fake, "resnet_drift.pt", 1);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  for (int size : {1, 2}) {
+    double alone = 0, beside = 0;
+    int steps = 0;
+    for (const proto::VLayerProfile& v : profile->profile().vlayers()) {
+      for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+        if (m.size() != size) continue;
+        if (m.forward_fits()) {
+          alone += m.forward_time_s();
+          beside += m.forward_time_busy_s();
+          ++steps;
+        }
+        if (m.backward_fits()) {
+          alone += m.backward_time_s();
+          beside += m.backward_time_busy_s();
+          ++steps;
+        }
+      }
+    }
+    ASSERT_GT(steps, 10) << "microbatch " << size;
+    // Paired, a step's two times lie 1-2 steps (0.05-0.1 ms of drift) apart.
+    EXPECT_LT((beside - alone) / steps, 0.0004)
+        << "microbatch " << size << ": " << alone << " s alone, " << beside << " s beside";
+  }
+}
+
 TEST(TargetTest, CudaInABuildWithoutItIsExplained) {
   absl::StatusOr<std::unique_ptr<Target>> t =
       CreateTarget({common::DeviceSpec::Kind::kCuda, 4, 11ull << 30});
