@@ -81,14 +81,16 @@ std::vector<double> RunPercents(const json& results, bool emulated,
 
 // A field of the runs' "retimed" records (profiled again around each run:
 // before its timed iterations and after them), emulated runs or not, of
-// every schedule or one; `percent`: 100 |x|.
+// every schedule or one; `percent`: 100 |x|; `steady`: only the runs the
+// machine's speed held through (report::Unsteady).
 std::vector<double> RetimedValues(const json& results, bool emulated, const std::string& field,
-                                  bool percent, const std::string& schedule = "") {
+                                  bool percent, const std::string& schedule = "",
+                                  bool steady = false) {
   std::vector<double> v;
   for (const json& c : Configs(results)) {
     for (const json& r : c["runs"]) {
       if (r["emulated"].get<bool>() != emulated || !r.contains("retimed") ||
-          !r["retimed"].contains(field)) {
+          !r["retimed"].contains(field) || (steady && report::Unsteady(r["retimed"]))) {
         continue;
       }
       if (!schedule.empty() && r["schedule"] != schedule) continue;
@@ -220,6 +222,26 @@ std::string Headline(const json& results) {
     if (!retimed.empty()) {
       absl::StrAppend(&out, "; with the model profiled again at the plan's sizes around each "
                             "run: median |error| ", absl::StrJoin(retimed, "; "));
+    }
+    std::vector<std::string> steady;
+    for (bool emulated : {false, true}) {
+      const std::vector<double> all = RetimedValues(results, emulated, "simulator_error", true);
+      const std::vector<double> e =
+          RetimedValues(results, emulated, "simulator_error", true, "", true);
+      if (e.empty() || e.size() == all.size()) continue;
+      const std::vector<double> h =
+          RetimedValues(results, emulated, "simulator_error", true, "harmony", true);
+      steady.push_back(absl::StrCat(
+          e.size(), " of ", all.size(), emulated ? " emulated" : " without link emulation",
+          ": median |error| ", RangeText(e, "%.0f%%"),
+          h.empty() ? "" : absl::StrCat(" (Harmony's ", RangeText(h, "%.0f%%"), ")")));
+    }
+    if (!steady.empty()) {
+      absl::StrAppend(&out, absl::StrFormat(
+                                "; of those, in the runs the machine's speed held through (the "
+                                "profiles before and after within %.0f%% of each other), ",
+                                100 * report::kSteadyWithin),
+                      absl::StrJoin(steady, "; "));
     }
     std::vector<std::string> at_speed;
     for (bool emulated : {false, true}) {

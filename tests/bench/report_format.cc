@@ -1,6 +1,7 @@
 #include "tests/bench/report_format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -63,11 +64,21 @@ double ComputeRatio(const json& config, const json& run) {
   return planned > 0 ? run["compute_s"].get<double>() / devices / planned : 0;
 }
 
+bool Unsteady(const json& retimed) {
+  if (!retimed.contains("after_vs_before")) return false;
+  return std::fabs(retimed["after_vs_before"].get<double>() - 1) > kSteadyWithin;
+}
+
 std::string RetimedCells(const json& run) {
   if (!run.contains("retimed")) return "n/a | n/a";
   const json& t = run["retimed"];
-  return absl::StrFormat("%s (%+.0f%%) | %s", Seconds(t["simulated_s"].get<double>()),
-                         100 * t["simulator_error"].get<double>(),
+  const std::string drift =
+      t.contains("after_vs_before")
+          ? absl::StrFormat("; after ÷ before %.2f%s", t["after_vs_before"].get<double>(),
+                            Unsteady(t) ? ", **unsteady**" : "")
+          : "";
+  return absl::StrFormat("%s (%+.0f%%%s) | %s", Seconds(t["simulated_s"].get<double>()),
+                         100 * t["simulator_error"].get<double>(), drift,
                          t.contains("compute_ratio")
                              ? absl::StrFormat("%.2f", t["compute_ratio"].get<double>())
                              : std::string("n/a"));

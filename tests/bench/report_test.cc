@@ -103,11 +103,14 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   config["runs"][4]["simulator_error_at_slowest_device"] = 0.05;
   config["runs"][4]["peer_wait_share"] = 0.061;
   // Profiled again around the run: 0.95 s simulated, the run's
-  // compute 1.04x those times; on-demand's -8%.
+  // compute 1.04x those times, the profile after it 1.03x the one before;
+  // on-demand's -8%, its profile after 1.40x the one before (unsteady).
   config["runs"][4]["retimed"] = {{"simulated_s", 0.95}, {"simulator_error", -0.05},
-                                  {"compute_ratio", 1.04}, {"planned_compute_s", 1.2}};
+                                  {"compute_ratio", 1.04}, {"planned_compute_s", 1.2},
+                                  {"after_vs_before", 1.03}};
   config["runs"][5]["retimed"] = {{"simulated_s", 0.92}, {"simulator_error", -0.08},
-                                  {"compute_ratio", 0.98}, {"planned_compute_s", 1.0}};
+                                  {"compute_ratio", 0.98}, {"planned_compute_s", 1.0},
+                                  {"after_vs_before", 1.4}};
   results["schedules"]["configs"][0] = config;
   const std::string headline = Headline(results);
   EXPECT_NE(headline.find("compute per device was 1.25x the profile's"), std::string::npos)
@@ -128,13 +131,22 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("**emulated**"), std::string::npos);
   EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
   // Emulated Harmony.
-  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%) | 1.04 | +20% (1.20 s) (+5%) | 6.1% |"),
+  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%; after ÷ before 1.03) | 1.04 | +20% "
+                     "(1.20 s) (+5%) | 6.1% |"),
             std::string::npos)
       << *md;
   EXPECT_NE(md->find("| +10% | n/a | n/a | n/a | n/a |"), std::string::npos) << *md;  // None.
-  EXPECT_NE(md->find("| ondemand | 1.00 s | 1.00 s | +0% | n/a | 920.0 ms (-8%) | 0.98 | n/a |"),
+  EXPECT_NE(md->find("| ondemand | 1.00 s | 1.00 s | +0% | n/a | 920.0 ms (-8%; after ÷ before "
+                     "1.40, **unsteady**) | 0.98 | n/a |"),
             std::string::npos)
       << *md;
+  // The unsteady run is left out of the median of those the machine held
+  // its speed through.
+  EXPECT_NE(headline.find("in the runs the machine's speed held through (the profiles before "
+                          "and after within 15% of each other), 1 of 2 emulated: median "
+                          "|error| 5% (Harmony's 5%)"),
+            std::string::npos)
+      << headline;
   EXPECT_NE(headline.find("profiled again at the plan's sizes around each run: median "
                           "|error| 6% (5%–8%) emulated (Harmony's 5%), the runtime's compute "
                           "1.01x (0.98x–1.04x) those times"),

@@ -107,6 +107,9 @@ nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
   if (!at.ok()) return t;
   const int devices = std::max(1, static_cast<int>(plan.config().num_devices()));
   t["compute_vs_first_profile"] = at->replaced.ratio;
+  if (run.again_before_vs_first > 0 && run.again_after_vs_first > 0) {
+    t["after_vs_before"] = run.again_after_vs_first / run.again_before_vs_first;
+  }
   t["simulated_s"] = at->sim.iteration_s;
   t["simulator_error"] = (at->sim.iteration_s - measured_s) / measured_s;
   t["planned_compute_s"] = at->busiest_device_compute_s;
@@ -212,10 +215,12 @@ namespace {
 // The model profiled again at the sizes `plan` uses (TrainWithPlan's
 // again_label), logged as "LABEL: profiled again at the plan's sizes
 // (WHEN) in T s, compute Nx the first profile's".
+// `vs_first`: its compute over the first profile's (0 when not comparable).
 absl::StatusOr<proto::ProfileFile> ProfileAgain(const proto::Plan& plan,
                                                 const std::string& model_path,
                                                 const common::TrainingData& data,
-                                                const std::string& label, const char* when) {
+                                                const std::string& label, const char* when,
+                                                double* vs_first) {
   Stopwatch watch;
   const proto::Configuration& c = plan.config();
   std::vector<int> sizes = {static_cast<int>(c.forward_microbatch()),
@@ -227,6 +232,7 @@ absl::StatusOr<proto::ProfileFile> ProfileAgain(const proto::Plan& plan,
   if (!again.ok()) return again.status();
   proto::ProfileFile mine = planner::ProfileOfPlan(plan);
   absl::StatusOr<planner::ReplacedTimes> r = planner::ReplaceComputeTimes(mine, *again);
+  *vs_first = r.ok() ? r->ratio : 0;
   Log(absl::StrFormat("%s: profiled again at the plan's sizes (%s) in %.1f s, compute %s the "
                       "first profile's", label, when, watch.seconds(),
                       r.ok() ? absl::StrFormat("%.2fx", r->ratio) : std::string("n/a")));
@@ -262,7 +268,8 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   for (int i = 0; i < warmups + runs; ++i) {
     if (i == warmups && !again_label.empty()) {
       absl::StatusOr<proto::ProfileFile> p =
-          ProfileAgain(plan, model_path, data, again_label, "before the timed iterations");
+          ProfileAgain(plan, model_path, data, again_label, "before the timed iterations",
+                       &r.again_before_vs_first);
       if (!p.ok()) return p.status();
       before = *std::move(p);
     }
@@ -291,7 +298,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   }
   if (before) {
     absl::StatusOr<proto::ProfileFile> after =
-        ProfileAgain(plan, model_path, data, again_label, "after them");
+        ProfileAgain(plan, model_path, data, again_label, "after them", &r.again_after_vs_first);
     if (!after.ok()) return after.status();
     planner::AverageComputeTimes(*before, *after);
     r.again = *std::move(before);

@@ -97,6 +97,9 @@ struct RunResult {
   // With `again_label`: the model profiled again at the plan's sizes right
   // before the timed iterations and right after them, their times averaged.
   std::optional<proto::ProfileFile> again;
+  // Their compute over the first profile's, each (0 when not comparable):
+  // apart, the machine's speed moved during the run.
+  double again_before_vs_first = 0, again_after_vs_first = 0;
 };
 
 // Trains `runs` timed iterations after `warmups` untimed ones on
@@ -135,8 +138,9 @@ common::TrainingData RepeatData(const common::TrainingData& data, int64_t sample
 // The plan simulated again with the run's RunResult::again times, against its
 // median iteration: simulated_s, simulator_error, planned_compute_s (the
 // busiest device's), compute_ratio (the run's compute per device over that)
-// and compute_vs_first_profile; empty without those times or when the plan
-// cannot take them.
+// and compute_vs_first_profile, and after_vs_before (the profile after the
+// run over the one before it, the machine's drift during the run); empty
+// without those times or when the plan cannot take them.
 nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run);
 // "; profiled again around the run: 1.402 s simulated (+2%), compute 0.97x
 // those times" for a run's JSON with "retimed", else "".
