@@ -293,42 +293,59 @@ TEST(TargetTest, BesideBusyDevicesEveryStepStartsOnEachAtOnce) {
   EXPECT_LE(fake.steps_beside[0], 2 * fake.steps_beside[1]);
   EXPECT_GE(fake.steps_beside[0], 2 * fake.steps_beside[1] - 2);
   EXPECT_LE(fake.most_apart, 2);
+  double alone = 0, beside = 0;
+  int steps = 0;
   for (const proto::VLayerProfile& v : profile->profile().vlayers()) {
     for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
       if (m.forward_fits()) {
         EXPECT_GE(m.forward_time_busy_s(), 0.002) << m.DebugString();
-        EXPECT_GE(m.forward_time_busy_s(), m.forward_time_s() + 0.001) << m.DebugString();
+        alone += m.forward_time_s();
+        beside += m.forward_time_busy_s();
+        ++steps;
       }
       if (m.backward_fits()) {
         EXPECT_GE(m.backward_time_busy_s(), 0.002) << m.DebugString();
-        EXPECT_GE(m.backward_time_busy_s(), m.backward_time_s() + 0.001) << m.DebugString();
+        alone += m.backward_time_s();
+        beside += m.backward_time_busy_s();
+        ++steps;
       }
     }
   }
+  // Half the neighbour's 4 ms, on average (a loaded machine moves single
+  // steps by milliseconds either way).
+  ASSERT_GT(steps, 10);
+  EXPECT_GT((beside - alone) / steps, 0.001) << alone << " s alone, " << beside << " s beside";
 }
 
 // A partition-like target that slows down as it goes, as a VM's speed
-// drifts: every step ends 0.05 ms later than the one before it, on
-// whichever device. Of kind cpu, as SlowNeighbourTarget.
+// drifts: while the vLayers are timed beside the other device, every step
+// ends 0.5 ms later than the one before it, on whichever device. Of kind
+// cpu, as SlowNeighbourTarget.
 class DriftingTarget : public LaneTarget {
  public:
   using LaneTarget::LaneTarget;
   std::string kind() const override { return "cpu"; }
+  void Entered(int lane, Role role, bool in) override {
+    if (lane != 1 || role != Role::kCompute) return;
+    if (in) steps_ = 0;
+    drifting_ = in;
+  }
   void Synchronize() override {
-    if (tls_lane < 0) return;
+    if (tls_lane < 0 || !drifting_) return;
     const int steps = steps_.fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::microseconds(50 * steps));
+    std::this_thread::sleep_for(std::chrono::microseconds(500 * steps));
   }
 
  private:
+  std::atomic<bool> drifting_{false};
   std::atomic<int> steps_{0};
 };
 
 // Each step is timed beside the other devices right after its time alone
 // (vlayer_timing.h), so a machine that slows down as the profile goes on
-// does not read as a slowdown beside them. Timed as a run of passes alone,
-// then one beside, every step's two times would lie a pass (about 20 steps,
-// 1 ms of drift) apart.
+// does not read as a slowdown beside them: a step's two times lie 1-2 steps
+// (0.5-1 ms of drift) apart. Timed as a run of passes alone, then one
+// beside, they would lie a pass apart (about 20 steps, 10 ms).
 TEST(TargetTest, AMachineThatSlowsDownDoesNotReadAsSlowerBesideBusyDevices) {
   DriftingTarget fake(1ull << 30);
   absl::StatusOr<proto::ProfileFile> profile = ProfileResnetOn(&fake, "resnet_drift.pt", 1);
@@ -352,8 +369,9 @@ TEST(TargetTest, AMachineThatSlowsDownDoesNotReadAsSlowerBesideBusyDevices) {
       }
     }
     ASSERT_GT(steps, 10) << "microbatch " << size;
-    // Paired, a step's two times lie 1-2 steps (0.05-0.1 ms of drift) apart.
-    EXPECT_LT((beside - alone) / steps, 0.0004)
+    // Room for a loaded machine: two devices computing at once are slower
+    // than one (1.2 ms per step more with 4 tests running on 2 cores).
+    EXPECT_LT((beside - alone) / steps, 0.004)
         << "microbatch " << size << ": " << alone << " s alone, " << beside << " s beside";
   }
 }
