@@ -62,6 +62,15 @@ void Log(const std::string& line);
 // The relative difference |a - b| / max(|a|, |b|, tiny).
 double RelativeDifference(double a, double b);
 
+// A run profiled again right before its timed iterations and right after
+// them is unsteady when the profile after took more than this more or less
+// than the one before: the machine's speed moved during the run, and no
+// profile taken outside it can say how fast it ran (TrainWithPlan times such
+// a run again; the report marks those still unsteady).
+inline constexpr double kSteadyWithin = 0.15;
+// At most this many timings of such a run.
+inline constexpr int kTimings = 3;
+
 }  // namespace harmony::bench
 
 #endif  // HARMONY_TESTS_BENCH_BENCH_UTIL_H_

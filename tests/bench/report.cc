@@ -223,6 +223,21 @@ std::string Headline(const json& results) {
       absl::StrAppend(&out, "; with the model profiled again at the plan's sizes around each "
                             "run: median |error| ", absl::StrJoin(retimed, "; "));
     }
+    int runs_retimed = 0, timed_again = 0;
+    for (const json& c : Configs(results)) {
+      for (const json& r : c["runs"]) {
+        if (!r.contains("retimed")) continue;
+        ++runs_retimed;
+        timed_again += r["retimed"].contains("timings");
+      }
+    }
+    if (timed_again > 0) {
+      absl::StrAppend(&out, absl::StrFormat("; %d of %d runs timed again, the profiles around "
+                                            "them more than %.0f%% apart (up to %d timings, the "
+                                            "steadiest kept)",
+                                            timed_again, runs_retimed, 100 * kSteadyWithin,
+                                            kTimings));
+    }
     std::vector<std::string> steady;
     for (bool emulated : {false, true}) {
       const std::vector<double> all = RetimedValues(results, emulated, "simulator_error", true);
@@ -240,7 +255,7 @@ std::string Headline(const json& results) {
       absl::StrAppend(&out, absl::StrFormat(
                                 "; of those, in the runs the machine's speed held through (the "
                                 "profiles before and after within %.0f%% of each other), ",
-                                100 * report::kSteadyWithin),
+                                100 * kSteadyWithin),
                       absl::StrJoin(steady, "; "));
     }
     std::vector<std::string> at_speed;

@@ -72,11 +72,15 @@ bool Unsteady(const json& retimed) {
 std::string RetimedCells(const json& run) {
   if (!run.contains("retimed")) return "n/a | n/a";
   const json& t = run["retimed"];
-  const std::string drift =
+  std::string drift =
       t.contains("after_vs_before")
           ? absl::StrFormat("; after ÷ before %.2f%s", t["after_vs_before"].get<double>(),
                             Unsteady(t) ? ", **unsteady**" : "")
           : "";
+  if (t.contains("timings")) {
+    absl::StrAppend(&drift, absl::StrFormat("; timing %d of %d", t["kept_timing"].get<int>() + 1,
+                                            static_cast<int>(t["timings"].size())));
+  }
   return absl::StrFormat("%s (%+.0f%%%s) | %s", Seconds(t["simulated_s"].get<double>()),
                          100 * t["simulator_error"].get<double>(), drift,
                          t.contains("compute_ratio")

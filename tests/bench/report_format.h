@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "tests/bench/bench_util.h"
 
 namespace harmony::bench::report {
 
@@ -46,15 +47,14 @@ const json& Configs(const json& results);
 // (the plan's microbatches and packs); 0 when the run lacks either.
 double ComputeRatio(const json& config, const json& run);
 // A run profiled again around it ("retimed") is unsteady when the profile
-// after it took more than kSteadyWithin more or less than the one before:
-// the machine's speed moved during the run, and no profile taken outside it
-// can say how fast it ran.
-inline constexpr double kSteadyWithin = 0.15;
+// after it took more than kSteadyWithin (bench_util.h) more or less than the
+// one before.
 bool Unsteady(const json& retimed);
 // Two table cells for a run profiled again around it ("retimed"):
 // "1.40 s (+2%; after ÷ before 1.03) | 0.97" (the plan simulated with those
 // times, its error, the two profiles' ratio, marked **unsteady** past
-// kSteadyWithin; the run's compute over those times), or "n/a | n/a".
+// kSteadyWithin, "; timing 2 of 2" where it was timed again; the run's
+// compute over those times), or "n/a | n/a".
 std::string RetimedCells(const json& run);
 // The emulated link's bandwidth, "215.58 MB/s" ("?" when not recorded).
 std::string Emulated(const json& results);

@@ -392,9 +392,11 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         "--times-from), as a user on a machine whose speed drifts would before a run; beside "
         "that error, the profile after the run over the one before it: more than ",
         absl::StrFormat("%.0f%%", 100 * kSteadyWithin),
-        " apart either way, the row is **unsteady** (the machine's speed moved during the "
-        "run, and no profile taken outside it can say how fast it ran; the headline gives "
-        "the runs it held its speed through apart). In "
+        " apart either way, the machine's speed moved during the run, and no profile taken "
+        "outside it can say how fast it ran: the bench times the run again (",
+        kTimings, " timings at most; \"timing 2 of 2\" says which was kept: the one whose "
+        "profiles were closest) and marks a row still that far apart **unsteady** (the "
+        "headline gives the runs the machine held its speed through apart). In "
         "brackets beside the error at the run's compute speed, the plan simulated at the "
         "speed of the run's slowest device (per iteration): devices that run in step, as "
         "vDP's reductions and shared weights make them, wait for the slowest, where the "

@@ -105,12 +105,19 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   // Profiled again around the run: 0.95 s simulated, the run's
   // compute 1.04x those times, the profile after it 1.03x the one before;
   // on-demand's -8%, its profile after 1.40x the one before (unsteady).
+  // Harmony's was timed again after a first timing 1.30x apart; on-demand's
+  // three times, the second kept (the others 1.50x and 0.55x apart).
   config["runs"][4]["retimed"] = {{"simulated_s", 0.95}, {"simulator_error", -0.05},
                                   {"compute_ratio", 1.04}, {"planned_compute_s", 1.2},
-                                  {"after_vs_before", 1.03}};
+                                  {"after_vs_before", 1.03}, {"kept_timing", 1}};
+  config["runs"][4]["retimed"]["timings"] = {{{"after_vs_before", 1.3}, {"median_s", 1.2}},
+                                             {{"after_vs_before", 1.03}, {"median_s", 1.0}}};
   config["runs"][5]["retimed"] = {{"simulated_s", 0.92}, {"simulator_error", -0.08},
                                   {"compute_ratio", 0.98}, {"planned_compute_s", 1.0},
-                                  {"after_vs_before", 1.4}};
+                                  {"after_vs_before", 1.4}, {"kept_timing", 1}};
+  config["runs"][5]["retimed"]["timings"] = {{{"after_vs_before", 1.5}, {"median_s", 1.1}},
+                                             {{"after_vs_before", 1.4}, {"median_s", 1.0}},
+                                             {{"after_vs_before", 0.55}, {"median_s", 0.9}}};
   results["schedules"]["configs"][0] = config;
   const std::string headline = Headline(results);
   EXPECT_NE(headline.find("compute per device was 1.25x the profile's"), std::string::npos)
@@ -131,15 +138,19 @@ TEST(ReportTest, RatiosComeFromTheResults) {
   EXPECT_NE(md->find("**emulated**"), std::string::npos);
   EXPECT_NE(md->find("+10%"), std::string::npos);  // Harmony's simulator error.
   // Emulated Harmony.
-  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%; after ÷ before 1.03) | 1.04 | +20% "
-                     "(1.20 s) (+5%) | 6.1% |"),
+  EXPECT_NE(md->find("| +10% | 1.25 | 950.0 ms (-5%; after ÷ before 1.03; timing 2 of 2) | "
+                     "1.04 | +20% (1.20 s) (+5%) | 6.1% |"),
             std::string::npos)
       << *md;
   EXPECT_NE(md->find("| +10% | n/a | n/a | n/a | n/a |"), std::string::npos) << *md;  // None.
   EXPECT_NE(md->find("| ondemand | 1.00 s | 1.00 s | +0% | n/a | 920.0 ms (-8%; after ÷ before "
-                     "1.40, **unsteady**) | 0.98 | n/a |"),
+                     "1.40, **unsteady**; timing 2 of 3) | 0.98 | n/a |"),
             std::string::npos)
       << *md;
+  EXPECT_NE(headline.find("2 of 2 runs timed again, the profiles around them more than 15% "
+                          "apart (up to 3 timings, the steadiest kept)"),
+            std::string::npos)
+      << headline;
   // The unsteady run is left out of the median of those the machine held
   // its speed through.
   EXPECT_NE(headline.find("in the runs the machine's speed held through (the profiles before "

@@ -1,6 +1,7 @@
 #include "tests/bench/training_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <torch/script.h>
@@ -109,6 +110,13 @@ nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
   t["compute_vs_first_profile"] = at->replaced.ratio;
   if (run.again_before_vs_first > 0 && run.again_after_vs_first > 0) {
     t["after_vs_before"] = run.again_after_vs_first / run.again_before_vs_first;
+  }
+  if (run.timings.size() > 1) {
+    // Timed again where the machine's speed moved: every timing, and the one kept.
+    for (const RunResult::TimingSummary& x : run.timings) {
+      t["timings"].push_back({{"after_vs_before", x.after_vs_before}, {"median_s", x.median_s}});
+    }
+    t["kept_timing"] = run.kept_timing;
   }
   t["simulated_s"] = at->sim.iteration_s;
   t["simulator_error"] = (at->sim.iteration_s - measured_s) / measured_s;
@@ -263,31 +271,32 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   if (!runtime.ok()) return runtime.status();
   if (absl::Status set = (*runtime)->SetData(data); !set.ok()) return set;
   RunResult r;
-  std::vector<double> compute, wait, optimizer, slowest, peer_wait;
-  std::optional<proto::ProfileFile> before;
-  for (int i = 0; i < warmups + runs; ++i) {
-    if (i == warmups && !again_label.empty()) {
-      absl::StatusOr<proto::ProfileFile> p =
-          ProfileAgain(plan, model_path, data, again_label, "before the timed iterations",
-                       &r.again_before_vs_first);
-      if (!p.ok()) return p.status();
-      before = *std::move(p);
+  // The timed iterations' figures, of one timing.
+  struct Timing {
+    std::vector<double> seconds, compute, wait, optimizer, slowest, peer_wait;
+    int clipped = 0, redone = 0;
+    std::optional<proto::ProfileFile> again;  // The two profiles around it, averaged.
+    double before_vs_first = 0, after_vs_first = 0;
+    double drift() const {
+      return before_vs_first > 0 && after_vs_first > 0 ? after_vs_first / before_vs_first : 1;
     }
+  };
+  auto iterate = [&](bool record_loss, Timing* timed) -> absl::Status {
     absl::StatusOr<executor::IterationMetrics> m = (*runtime)->RunIteration();
     if (!m.ok()) return m.status();
-    r.losses.push_back(m->loss);
-    if (i >= warmups) {
-      r.seconds.push_back(m->seconds);
-      compute.push_back(m->compute_s);
-      wait.push_back(m->swap_wait_s);
-      optimizer.push_back(m->optimizer_s);
-      peer_wait.push_back(m->peer_wait_s);
+    if (record_loss) r.losses.push_back(m->loss);
+    if (timed != nullptr) {
+      timed->seconds.push_back(m->seconds);
+      timed->compute.push_back(m->compute_s);
+      timed->wait.push_back(m->swap_wait_s);
+      timed->optimizer.push_back(m->optimizer_s);
+      timed->peer_wait.push_back(m->peer_wait_s);
       if (!m->device_compute_s.empty()) {
-        slowest.push_back(
+        timed->slowest.push_back(
             *std::max_element(m->device_compute_s.begin(), m->device_compute_s.end()));
       }
-      r.clipped += m->clipping && m->clip_coef < 1;
-      r.redone += m->redone;
+      timed->clipped += m->clipping && m->clip_coef < 1;
+      timed->redone += m->redone;
       if (SwapJson(m->bytes) != SwapJson(r.bytes)) r.bytes_steady = false;
     }
     r.bytes = m->bytes;
@@ -295,19 +304,60 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
     for (size_t d = 0; d < m->device_peak_bytes.size(); ++d) {
       r.device_peak_bytes[d] = std::max(r.device_peak_bytes[d], m->device_peak_bytes[d]);
     }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < warmups; ++i) {
+    if (absl::Status s = iterate(true, nullptr); !s.ok()) return s;
   }
-  if (before) {
-    absl::StatusOr<proto::ProfileFile> after =
-        ProfileAgain(plan, model_path, data, again_label, "after them", &r.again_after_vs_first);
-    if (!after.ok()) return after.status();
-    planner::AverageComputeTimes(*before, *after);
-    r.again = *std::move(before);
+  // Profiled again around them, the timed iterations are timed again (up to
+  // kTimings in all) while the profiles before and after them are more than
+  // kSteadyWithin apart; the steadiest timing is kept. The losses are the
+  // first timing's (warmups + runs of them, as the reference's); a recipe's
+  // schedule is resolved for those, so a run with one is timed once.
+  const bool again = !again_label.empty();
+  const int timings = again && recipe == nullptr ? kTimings : 1;
+  Timing kept;
+  for (int k = 0; k < timings; ++k) {
+    Timing t;
+    std::optional<proto::ProfileFile> before;
+    if (again) {
+      absl::StatusOr<proto::ProfileFile> p = ProfileAgain(
+          plan, model_path, data, again_label, "before the timed iterations", &t.before_vs_first);
+      if (!p.ok()) return p.status();
+      before = *std::move(p);
+    }
+    for (int i = 0; i < runs; ++i) {
+      if (absl::Status s = iterate(k == 0, &t); !s.ok()) return s;
+    }
+    if (before) {
+      absl::StatusOr<proto::ProfileFile> after =
+          ProfileAgain(plan, model_path, data, again_label, "after them", &t.after_vs_first);
+      if (!after.ok()) return after.status();
+      planner::AverageComputeTimes(*before, *after);
+      t.again = *std::move(before);
+    }
+    r.timings.push_back({t.drift(), Summarize(t.seconds).median});
+    const bool steady = std::fabs(t.drift() - 1) <= kSteadyWithin;
+    if (k == 0 || std::fabs(t.drift() - 1) < std::fabs(kept.drift() - 1)) {
+      kept = std::move(t);
+      r.kept_timing = k;
+    }
+    if (steady || k + 1 == timings) break;
+    Log(absl::StrFormat("%s: the machine's speed moved during the timed iterations (the profile "
+                        "after them %.2fx the one before): timing them again (%d of %d)",
+                        again_label, r.timings.back().after_vs_before, k + 2, timings));
   }
-  r.compute_s = Summarize(compute).median;
-  r.swap_wait_s = Summarize(wait).median;
-  r.optimizer_s = Summarize(optimizer).median;
-  r.peer_wait_s = Summarize(peer_wait).median;
-  if (!slowest.empty()) r.slowest_device_compute_s = Summarize(slowest).median;
+  r.seconds = kept.seconds;
+  r.clipped = kept.clipped;
+  r.redone = kept.redone;
+  r.again = std::move(kept.again);
+  r.again_before_vs_first = kept.before_vs_first;
+  r.again_after_vs_first = kept.after_vs_first;
+  r.compute_s = Summarize(kept.compute).median;
+  r.swap_wait_s = Summarize(kept.wait).median;
+  r.optimizer_s = Summarize(kept.optimizer).median;
+  r.peer_wait_s = Summarize(kept.peer_wait).median;
+  if (!kept.slowest.empty()) r.slowest_device_compute_s = Summarize(kept.slowest).median;
   return r;
 }
 

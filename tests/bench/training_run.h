@@ -100,6 +100,15 @@ struct RunResult {
   // Their compute over the first profile's, each (0 when not comparable):
   // apart, the machine's speed moved during the run.
   double again_before_vs_first = 0, again_after_vs_first = 0;
+  // Each timing of the timed iterations (more than one where the machine's
+  // speed moved during them: TrainWithPlan), in order, and which of them
+  // the figures above are (the steadiest).
+  struct TimingSummary {
+    double after_vs_before = 1;  // The profile after it over the one before.
+    double median_s = 0;         // Its median iteration.
+  };
+  std::vector<TimingSummary> timings;
+  int kept_timing = 0;
 };
 
 // Trains `runs` timed iterations after `warmups` untimed ones on
@@ -110,7 +119,11 @@ struct RunResult {
 // the calling thread's denormal policy) right before the timed iterations
 // and right after them, logged under that label, into RunResult::again: the
 // profile each model's plans come from is taken once, minutes before most
-// runs, and a shared VM's speed drifts by tens of percent meanwhile.
+// runs, and a shared VM's speed drifts by tens of percent meanwhile. Where
+// the two profiles are more than kSteadyWithin apart, the speed moved during
+// the timed iterations: they are timed again, profiled around again (without
+// a recipe; kTimings in all at most), and the steadiest timing is kept; the
+// losses stay the first timing's, warmups + runs of them.
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
                                         uint64_t device_memory, double emulate_link, int runs,
