@@ -68,6 +68,10 @@ double RelativeDifference(double a, double b);
 // profile taken outside it can say how fast it ran (TrainWithPlan times such
 // a run again; the report marks those still unsteady).
 inline constexpr double kSteadyWithin = 0.15;
+// Nor can they where the run computed outside this range of their times
+// (the speed moved within the timed iterations; issue 38's bar): timed
+// again too.
+inline constexpr double kSteadyComputeLow = 0.8, kSteadyComputeHigh = 1.25;
 // At most this many timings of such a run.
 inline constexpr int kTimings = 3;
 

@@ -233,10 +233,11 @@ std::string Headline(const json& results) {
     }
     if (timed_again > 0) {
       absl::StrAppend(&out, absl::StrFormat("; %d of %d runs timed again, the profiles around "
-                                            "them more than %.0f%% apart (up to %d timings, the "
-                                            "steadiest kept)",
+                                            "them more than %.0f%% apart or the run's compute "
+                                            "outside %.2f-%.2fx their times (up to %d timings, "
+                                            "the steadiest kept)",
                                             timed_again, runs_retimed, 100 * kSteadyWithin,
-                                            kTimings));
+                                            kSteadyComputeLow, kSteadyComputeHigh, kTimings));
     }
     std::vector<std::string> steady;
     for (bool emulated : {false, true}) {

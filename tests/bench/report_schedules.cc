@@ -392,10 +392,12 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         "--times-from), as a user on a machine whose speed drifts would before a run; beside "
         "that error, the profile after the run over the one before it: more than ",
         absl::StrFormat("%.0f%%", 100 * kSteadyWithin),
-        " apart either way, the machine's speed moved during the run, and no profile taken "
+        " apart either way, or the run's compute outside ",
+        absl::StrFormat("%.2f-%.2fx", kSteadyComputeLow, kSteadyComputeHigh),
+        " their times, the machine's speed moved during the run, and no profile taken "
         "outside it can say how fast it ran: the bench times the run again (",
-        kTimings, " timings at most; \"timing 2 of 2\" says which was kept: the one whose "
-        "profiles were closest) and marks a row still that far apart **unsteady** (the "
+        kTimings, " timings at most; \"timing 2 of 2\" says which was kept: the steadiest) "
+        "and marks a row still that far apart **unsteady** (the "
         "headline gives the runs the machine held its speed through apart). In "
         "brackets beside the error at the run's compute speed, the plan simulated at the "
         "speed of the run's slowest device (per iteration): devices that run in step, as "

@@ -98,13 +98,29 @@ absl::StatusOr<proto::ProfileFile> ProfileOn(const std::string& model_path,
   return planner::ProfileModel(model_path, data, p);
 }
 
+namespace {
+
+absl::StatusOr<planner::Resimulated> WithTimesOf(const proto::Plan& plan,
+                                                 const proto::ProfileFile& again) {
+  planner::ResimulateOptions o;
+  o.times_from = &again;
+  return planner::ResimulatePlan(plan, o);
+}
+
+// A run's compute (summed over `devices`) per device over the busiest
+// device's in a simulation; 0 when either is missing.
+double ComputeRatioOf(double compute_s, int devices, const planner::Resimulated& at) {
+  if (!(at.busiest_device_compute_s > 0) || !(compute_s > 0)) return 0;
+  return compute_s / std::max(1, devices) / at.busiest_device_compute_s;
+}
+
+}  // namespace
+
 nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
   nlohmann::json t;
   const double measured_s = Summarize(run.seconds).median;
   if (!run.again || !(measured_s > 0)) return t;
-  planner::ResimulateOptions o;
-  o.times_from = &*run.again;
-  absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(plan, o);
+  absl::StatusOr<planner::Resimulated> at = WithTimesOf(plan, *run.again);
   if (!at.ok()) return t;
   const int devices = std::max(1, static_cast<int>(plan.config().num_devices()));
   t["compute_vs_first_profile"] = at->replaced.ratio;
@@ -114,15 +130,17 @@ nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
   if (run.timings.size() > 1) {
     // Timed again where the machine's speed moved: every timing, and the one kept.
     for (const RunResult::TimingSummary& x : run.timings) {
-      t["timings"].push_back({{"after_vs_before", x.after_vs_before}, {"median_s", x.median_s}});
+      t["timings"].push_back({{"after_vs_before", x.after_vs_before},
+                              {"compute_ratio", x.compute_ratio},
+                              {"median_s", x.median_s}});
     }
     t["kept_timing"] = run.kept_timing;
   }
   t["simulated_s"] = at->sim.iteration_s;
   t["simulator_error"] = (at->sim.iteration_s - measured_s) / measured_s;
   t["planned_compute_s"] = at->busiest_device_compute_s;
-  if (at->busiest_device_compute_s > 0 && run.compute_s > 0) {
-    t["compute_ratio"] = run.compute_s / devices / at->busiest_device_compute_s;
+  if (const double ratio = ComputeRatioOf(run.compute_s, devices, *at); ratio > 0) {
+    t["compute_ratio"] = ratio;
   }
   return t;
 }
@@ -271,14 +289,25 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   if (!runtime.ok()) return runtime.status();
   if (absl::Status set = (*runtime)->SetData(data); !set.ok()) return set;
   RunResult r;
+  const int devices = std::max(1, static_cast<int>(plan.config().num_devices()));
   // The timed iterations' figures, of one timing.
   struct Timing {
     std::vector<double> seconds, compute, wait, optimizer, slowest, peer_wait;
     int clipped = 0, redone = 0;
     std::optional<proto::ProfileFile> again;  // The two profiles around it, averaged.
     double before_vs_first = 0, after_vs_first = 0;
+    double compute_ratio = 0;  // Its compute over `again`'s times (0: unknown).
     double drift() const {
       return before_vs_first > 0 && after_vs_first > 0 ? after_vs_first / before_vs_first : 1;
+    }
+    // 1 at the edge of steady (kSteadyWithin, kSteadyCompute*), more beyond.
+    double unsteadiness() const {
+      double u = std::fabs(drift() - 1) / kSteadyWithin;
+      if (compute_ratio > 0) {
+        u = std::max(u, compute_ratio < 1 ? (1 - compute_ratio) / (1 - kSteadyComputeLow)
+                                          : (compute_ratio - 1) / (kSteadyComputeHigh - 1));
+      }
+      return u;
     }
   };
   auto iterate = [&](bool record_loss, Timing* timed) -> absl::Status {
@@ -336,16 +365,22 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
       planner::AverageComputeTimes(*before, *after);
       t.again = *std::move(before);
     }
-    r.timings.push_back({t.drift(), Summarize(t.seconds).median});
-    const bool steady = std::fabs(t.drift() - 1) <= kSteadyWithin;
-    if (k == 0 || std::fabs(t.drift() - 1) < std::fabs(kept.drift() - 1)) {
+    if (t.again) {
+      absl::StatusOr<planner::Resimulated> at = WithTimesOf(plan, *t.again);
+      if (at.ok()) t.compute_ratio = ComputeRatioOf(Summarize(t.compute).median, devices, *at);
+    }
+    r.timings.push_back({t.drift(), t.compute_ratio, Summarize(t.seconds).median});
+    const bool steady = t.unsteadiness() <= 1;
+    if (k == 0 || t.unsteadiness() < kept.unsteadiness()) {
       kept = std::move(t);
       r.kept_timing = k;
     }
     if (steady || k + 1 == timings) break;
     Log(absl::StrFormat("%s: the machine's speed moved during the timed iterations (the profile "
-                        "after them %.2fx the one before): timing them again (%d of %d)",
-                        again_label, r.timings.back().after_vs_before, k + 2, timings));
+                        "after them %.2fx the one before, the run's compute %.2fx their times): "
+                        "timing them again (%d of %d)",
+                        again_label, r.timings.back().after_vs_before,
+                        r.timings.back().compute_ratio, k + 2, timings));
   }
   r.seconds = kept.seconds;
   r.clipped = kept.clipped;

@@ -105,6 +105,7 @@ struct RunResult {
   // the figures above are (the steadiest).
   struct TimingSummary {
     double after_vs_before = 1;  // The profile after it over the one before.
+    double compute_ratio = 0;    // Its compute over their times (0: unknown).
     double median_s = 0;         // Its median iteration.
   };
   std::vector<TimingSummary> timings;
@@ -120,7 +121,8 @@ struct RunResult {
 // and right after them, logged under that label, into RunResult::again: the
 // profile each model's plans come from is taken once, minutes before most
 // runs, and a shared VM's speed drifts by tens of percent meanwhile. Where
-// the two profiles are more than kSteadyWithin apart, the speed moved during
+// the two profiles are more than kSteadyWithin apart, or the run computed
+// outside kSteadyComputeLow-High times their times, the speed moved during
 // the timed iterations: they are timed again, profiled around again (without
 // a recipe; kTimings in all at most), and the steadiest timing is kept; the
 // losses stay the first timing's, warmups + runs of them.
