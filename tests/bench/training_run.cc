@@ -340,7 +340,8 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   }
   // Profiled again around them, the timed iterations are timed again (up to
   // kTimings in all) while the profiles before and after them are more than
-  // kSteadyWithin apart; the steadiest timing is kept. The losses are the
+  // kSteadyWithin apart or their compute is outside kSteadyComputeLow-High
+  // times the profiles' mean; the steadiest timing is kept. The losses are the
   // first timing's (warmups + runs of them, as the reference's); a recipe's
   // schedule is resolved for those, so a run with one is timed once.
   const bool again = !again_label.empty();
