@@ -223,22 +223,7 @@ std::string Headline(const json& results) {
       absl::StrAppend(&out, "; with the model profiled again at the plan's sizes around each "
                             "run: median |error| ", absl::StrJoin(retimed, "; "));
     }
-    int runs_retimed = 0, timed_again = 0;
-    for (const json& c : Configs(results)) {
-      for (const json& r : c["runs"]) {
-        if (!r.contains("retimed")) continue;
-        ++runs_retimed;
-        timed_again += r["retimed"].contains("timings");
-      }
-    }
-    if (timed_again > 0) {
-      absl::StrAppend(&out, absl::StrFormat("; %d of %d runs timed again, the profiles around "
-                                            "them more than %.0f%% apart or the run's compute "
-                                            "outside %.2f-%.2fx their times (up to %d timings, "
-                                            "the steadiest kept)",
-                                            timed_again, runs_retimed, 100 * kSteadyWithin,
-                                            kSteadyComputeLow, kSteadyComputeHigh, kTimings));
-    }
+    absl::StrAppend(&out, report::TimedAgainText(results));
     std::vector<std::string> steady;
     for (bool emulated : {false, true}) {
       const std::vector<double> all = RetimedValues(results, emulated, "simulator_error", true);

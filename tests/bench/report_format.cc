@@ -88,6 +88,23 @@ std::string RetimedCells(const json& run) {
                              : std::string("n/a"));
 }
 
+std::string TimedAgainText(const json& results) {
+  int runs = 0, timed_again = 0;
+  for (const json& c : Configs(results)) {
+    for (const json& r : c["runs"]) {
+      if (!r.contains("retimed")) continue;
+      ++runs;
+      timed_again += r["retimed"].contains("timings");
+    }
+  }
+  if (timed_again == 0) return "";
+  return absl::StrFormat("; %d of %d runs timed again, the profiles around them more than %.0f%% "
+                         "apart or the run's compute outside %.2f-%.2fx their times (up to %d "
+                         "timings, the steadiest kept)",
+                         timed_again, runs, 100 * kSteadyWithin, kSteadyComputeLow,
+                         kSteadyComputeHigh, kTimings);
+}
+
 std::string Emulated(const json& results) {
   if (!results.contains("link_balance")) return "?";
   return common::FormatBandwidth(results["link_balance"]["emulated_link_bytes_per_s"].get<double>());

@@ -56,6 +56,9 @@ bool Unsteady(const json& retimed);
 // kSteadyWithin, "; timing 2 of 2" where it was timed again; the run's
 // compute over those times), or "n/a | n/a".
 std::string RetimedCells(const json& run);
+// "; 2 of 8 runs timed again, ..." where the bench timed runs again
+// (TrainWithPlan: the machine's speed moved during them), else "".
+std::string TimedAgainText(const json& results);
 // The emulated link's bandwidth, "215.58 MB/s" ("?" when not recorded).
 std::string Emulated(const json& results);
 
