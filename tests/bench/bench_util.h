@@ -69,8 +69,9 @@ double RelativeDifference(double a, double b);
 // a run again; the report marks those still unsteady).
 inline constexpr double kSteadyWithin = 0.15;
 // Nor can they where the run computed outside this range of their times
-// (the speed moved within the timed iterations; issue 38's bar): timed
-// again too.
+// (the speed moved within the timed iterations: on 11-29 a run computed
+// 1.48x the times of profiles 1.27x and 1.13x the first, docs/bench/intel/
+// run8): timed again too.
 inline constexpr double kSteadyComputeLow = 0.8, kSteadyComputeHigh = 1.25;
 // At most this many timings of such a run.
 inline constexpr int kTimings = 3;
