@@ -33,6 +33,14 @@ const proto::MicrobatchProfile* RowOfSize(const proto::VLayerProfile& v, uint32_
   return nullptr;
 }
 
+// A row's chained factors (proto forward_chained), 1 where not measured.
+double ForwardChained(const proto::MicrobatchProfile& m) {
+  return m.forward_chained() > 0 ? m.forward_chained() : 1.0;
+}
+double BackwardChained(const proto::MicrobatchProfile& m) {
+  return m.backward_chained() > 0 ? m.backward_chained() : 1.0;
+}
+
 // The times the simulator uses most (alone and beside busy devices), summed.
 double Weight(const proto::MicrobatchProfile& m) {
   return m.forward_time_s() + m.backward_time_s() + m.forward_time_busy_s() +
@@ -57,6 +65,13 @@ void AverageComputeTimes(proto::ProfileFile& profile, const proto::ProfileFile& 
       if (o == nullptr) continue;
       for (size_t f = 0; f < std::size(kGet); ++f) {
         (m.*kSet[f])(((m.*kGet[f])() + ((*o).*kGet[f])()) / 2);
+      }
+      // Factors, not times: the mean of the two where either measured them.
+      if (m.forward_chained() > 0 || o->forward_chained() > 0) {
+        m.set_forward_chained((ForwardChained(m) + ForwardChained(*o)) / 2);
+      }
+      if (m.backward_chained() > 0 || o->backward_chained() > 0) {
+        m.set_backward_chained((BackwardChained(m) + BackwardChained(*o)) / 2);
       }
     }
   }
@@ -113,6 +128,10 @@ absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,
       const proto::MicrobatchProfile* t = RowOfSize(times.profile().vlayers(k), m.size());
       for (size_t f = 0; f < std::size(kGet); ++f) {
         (m.*kSet[f])(t != nullptr ? ((*t).*kGet[f])() : (m.*kGet[f])() * scale);
+      }
+      if (t != nullptr) {  // A size it lacks keeps its own factors.
+        m.set_forward_chained(t->forward_chained());
+        m.set_backward_chained(t->backward_chained());
       }
       ++(t != nullptr ? out.rows_taken : out.rows_scaled);
     }

@@ -108,6 +108,13 @@ TEST(ResimulateTest, TimesFromAnotherProfileReplaceThePlans) {
   EXPECT_DOUBLE_EQ(r->ratio, 2);
   EXPECT_EQ(r->rows_scaled, 0);
   EXPECT_GT(r->rows_taken, 0);
+  // The times' chained factors come with them.
+  for (auto& v : *slower.mutable_profile()->mutable_vlayers()) {
+    for (auto& row : *v.mutable_by_microbatch()) row.set_backward_chained(0.75);
+  }
+  proto::ProfileFile again = ProfileOfPlan(plan);
+  ASSERT_TRUE(ReplaceComputeTimes(again, slower).ok());
+  EXPECT_EQ(again.profile().vlayers(0).by_microbatch(0).backward_chained(), 0.75);
 }
 
 // A profile of only some sizes (harmony-plan profile --microbatches): those
@@ -183,6 +190,21 @@ TEST(ResimulateTest, AverageComputeTimesTakesTheMeanOfTwoProfiles) {
   const auto& b = p.profile().vlayers(1).by_microbatch(0);
   EXPECT_DOUBLE_EQ(b.forward_time_s(), 2 * a.forward_time_s());
   EXPECT_DOUBLE_EQ(b.backward_time_busy_s(), 2 * a.backward_time_busy_s());
+  // Chained factors are not times: not scaled; averaged, 1 where unmeasured.
+  EXPECT_EQ(b.forward_chained(), 0);
+  proto::ProfileFile chained = before;
+  for (auto& v : *chained.mutable_profile()->mutable_vlayers()) {
+    for (auto& r : *v.mutable_by_microbatch()) {
+      r.set_forward_chained(0.8);
+      r.set_backward_chained(0.6);
+    }
+  }
+  ScaleComputeTimes(chained, 3);
+  EXPECT_EQ(chained.profile().vlayers(1).by_microbatch(0).forward_chained(), 0.8);
+  proto::ProfileFile q = before;
+  AverageComputeTimes(q, chained);
+  EXPECT_DOUBLE_EQ(q.profile().vlayers(1).by_microbatch(0).forward_chained(), 0.9);
+  EXPECT_DOUBLE_EQ(q.profile().vlayers(1).by_microbatch(0).backward_chained(), 0.8);
   EXPECT_EQ(p.profile().vlayers(1).update_time_s(), before.profile().vlayers(1).update_time_s());
 }
 

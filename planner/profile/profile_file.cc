@@ -3,7 +3,10 @@
 
 #include "planner/profile/profiler.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -151,6 +154,26 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
                           "%.2fx the time alone (the simulator uses these while the others "
                           "compute)\n",
                           p.num_devices() - 1, busy_f, busy_b);
+  }
+  // The chained factors, the same for every vLayer of a size.
+  std::map<uint32_t, std::pair<double, double>> chained;
+  for (const proto::VLayerProfile& v : p.vlayers()) {
+    for (const M& m : v.by_microbatch()) {
+      auto& [f, b] = chained[m.size()];
+      f = std::max(f, m.forward_chained());
+      b = std::max(b, m.backward_chained());
+    }
+  }
+  std::string sizes;
+  for (const auto& [size, fb] : chained) {
+    if (fb.first <= 0 && fb.second <= 0) continue;
+    absl::StrAppendFormat(&sizes, "%s%u: %.2fx, %.2fx", sizes.empty() ? "" : "; ", size,
+                          fb.first, fb.second);
+  }
+  if (!sizes.empty()) {
+    absl::StrAppend(&out, "a task's later vLayers, forward and backward (pairs timed as one "
+                          "task), at microbatch ", sizes, " their time in turn (the simulator "
+                          "prices a pack's second and later vLayers so)\n");
   }
   return out;
 }

@@ -396,6 +396,8 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
         if (bf[k]) row.set_backward_time_s(alone.backward[k]);
         if (busy && ff[k]) row.set_forward_time_busy_s(busy->forward[k]);
         if (busy && bf[k]) row.set_backward_time_busy_s(busy->backward[k]);
+        if (ff[k]) row.set_forward_chained(turn.forward_chained);
+        if (bf[k]) row.set_backward_chained(turn.backward_chained);
       }
     }
     for (int k = 0; k < n; ++k) {

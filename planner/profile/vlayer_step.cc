@@ -1,7 +1,9 @@
 #include "planner/profile/vlayer_step.h"
 
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -30,6 +32,7 @@ at::Tensor OnDevice(const Context& c, const at::Tensor& t, bool requires_grad) {
 
 Prepared Prepare(const Context& c, int k, bool backward, bool with_gradients) {
   Prepared p;
+  p.k = k;
   for (const at::Tensor& t : c.params[k]) {
     p.params.push_back(OnDevice(c, t, backward && t.requires_grad()));
   }
@@ -85,12 +88,9 @@ BackwardRoots RootsOf(const Context& c, int k, const std::vector<c10::IValue>& o
   return r;
 }
 
-double Execute(const Context& c, int k, bool backward, Prepared& p, Target::Meter* memory,
-               uint64_t* saved) {
-  c10::AutoGradMode grad_mode(backward);
-  common::Autocast autocast(c.bf16);
-  const uint64_t before = memory != nullptr ? memory->used() : 0;
-  const double start = Now();
+namespace {
+
+std::vector<c10::IValue> RunOrThrow(const Context& c, int k, Prepared& p) {
   absl::StatusOr<std::vector<c10::IValue>> out = c.d->Run(k, p.params, p.buffers, p.inputs);
   if (!out.ok()) {
     if (absl::IsResourceExhausted(out.status())) {
@@ -99,24 +99,83 @@ double Execute(const Context& c, int k, bool backward, Prepared& p, Target::Mete
     }
     throw std::runtime_error(std::string(out.status().message()));
   }
-  p.outputs = *out;
+  return *std::move(out);
+}
+
+// The backward of vLayer `p.k` from its outputs (p.outputs), then, as the
+// runtime does after each backward, bf16 gradients made fp32 (both exist
+// for a moment: the peak counts it) in each of `parts`.
+void BackwardOf(const Context& c, Prepared& p, std::initializer_list<Prepared*> parts) {
+  const BackwardRoots r = RootsOf(c, p.k, p.outputs, p.targets,
+                                  p.output_grads.empty() ? nullptr : &p.output_grads);
+  if (!r.roots.empty()) torch::autograd::backward(r.roots, r.grads);
+  if (!c.fp32_gradients) return;
+  for (Prepared* part : parts) {
+    for (at::Tensor& t : part->params) {
+      if (t.grad().defined() && t.grad().scalar_type() == at::kBFloat16) {
+        t.mutable_grad() = t.grad().to(at::kFloat);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+double Execute(const Context& c, int k, bool backward, Prepared& p, Target::Meter* memory,
+               uint64_t* saved) {
+  c10::AutoGradMode grad_mode(backward);
+  common::Autocast autocast(c.bf16);
+  const uint64_t before = memory != nullptr ? memory->used() : 0;
+  const double start = Now();
+  p.k = k;
+  p.outputs = RunOrThrow(c, k, p);
   if (backward) {
     if (saved != nullptr && memory != nullptr) {
       *saved = memory->used() > before ? memory->used() - before : 0;
     }
-    const BackwardRoots r =
-        RootsOf(c, k, *out, p.targets, p.output_grads.empty() ? nullptr : &p.output_grads);
-    if (!r.roots.empty()) torch::autograd::backward(r.roots, r.grads);
-    if (c.fp32_gradients) {
-      // As the runtime does after each backward: bf16 gradients made fp32
-      // (both exist for a moment: the peak counts it).
-      for (at::Tensor& t : p.params) {
-        if (t.grad().defined() && t.grad().scalar_type() == at::kBFloat16) {
-          t.mutable_grad() = t.grad().to(at::kFloat);
-        }
-      }
+    BackwardOf(c, p, {&p});
+  }
+  c.target->Synchronize();
+  return Now() - start;
+}
+
+bool OnlyReaderIsNext(const common::Decomposition& d, int k) {
+  const int n = d.num_vlayers();
+  if (k + 1 >= n) return false;
+  for (int j = k + 2; j < n; ++j) {
+    for (const common::ValueSource& s : d.vlayers()[j].inputs) {
+      if (s.producer == k) return false;
     }
   }
+  for (const common::ValueSource& s : d.vlayers()[k + 1].inputs) {
+    if (s.producer == k) return true;
+  }
+  return false;
+}
+
+double ExecutePair(const Context& c, bool backward, Prepared& first, Prepared& second) {
+  if (second.k != first.k + 1) {
+    throw std::runtime_error(absl::StrCat("a pair of vLayers ", first.k, " and ", second.k,
+                                          ": the second must follow the first"));
+  }
+  c10::AutoGradMode grad_mode(backward);
+  common::Autocast autocast(c.bf16);
+  const double start = Now();
+  first.outputs = RunOrThrow(c, first.k, first);
+  // The second reads the first's outputs as they come (a pack's vLayers
+  // hand them on, on the device), its host copies dropped.
+  const std::vector<common::ValueSource>& sources = c.d->vlayers()[second.k].inputs;
+  for (size_t i = 0; i < sources.size() && i < second.inputs.size(); ++i) {
+    if (sources[i].producer != first.k) continue;
+    if (sources[i].index < 0 || sources[i].index >= static_cast<int>(first.outputs.size())) {
+      throw std::runtime_error(absl::StrCat("vLayer ", second.k, " reads output ",
+                                            sources[i].index, " of vLayer ", first.k,
+                                            ", which has ", first.outputs.size()));
+    }
+    second.inputs[i] = first.outputs[sources[i].index];
+  }
+  second.outputs = RunOrThrow(c, second.k, second);
+  if (backward) BackwardOf(c, second, {&first, &second});
   c.target->Synchronize();
   return Now() - start;
 }

@@ -22,6 +22,7 @@ namespace harmony::planner::timing {
 // `with_gradients`, as in the runtime from a task's second microbatch on;
 // the backward adds into them), its inputs and the targets.
 struct Prepared {
+  int k = 0;  // The vLayer.
   std::vector<at::Tensor> params, buffers, targets;
   std::vector<at::Tensor> output_grads;  // A backward's, from c.output_grads.
   std::vector<c10::IValue> inputs;
@@ -47,6 +48,18 @@ BackwardRoots RootsOf(const Context& c, int k, const std::vector<c10::IValue>& o
 // be null): what the forward's graph keeps for the backward on `memory`.
 double Execute(const Context& c, int k, bool backward, Prepared& p,
                Target::Meter* memory = nullptr, uint64_t* saved = nullptr);
+
+// Whether vLayer k's outputs are read by vLayer k + 1 and by no later one:
+// then k and k + 1 run as one task (ExecutePair) start their backward from
+// k + 1's outputs alone.
+bool OnlyReaderIsNext(const common::Decomposition& d, int k);
+
+// vLayers `first` and `second` (its next, OnlyReaderIsNext) run as a task
+// of the runtime runs them: the forwards in turn, the second reading the
+// first's outputs as they come; with `backward`, the recompute of both, then
+// one backward from the second's outputs. Returns the seconds, up to the
+// target's Synchronize; throws as Execute does.
+double ExecutePair(const Context& c, bool backward, Prepared& first, Prepared& second);
 
 }  // namespace harmony::planner::timing
 

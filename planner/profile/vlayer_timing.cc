@@ -216,6 +216,7 @@ struct Step {
   int k = 0;
   bool backward = false;
   bool beside = false;  // Computed beside the other lanes (at the barrier).
+  bool pair = false;    // vLayers k and k + 1 as one task (ExecutePair).
 };
 
 // Runs `steps` as a device of the runtime does: a copy thread copies each
@@ -236,7 +237,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       c.target->NewMeter(std::numeric_limits<uint64_t>::max() / 4);
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Prepared> ready;
+  std::deque<std::vector<Prepared>> ready;  // A step's vLayers.
   bool done = false;
   absl::Status copy_status;
   std::thread copier([&] {
@@ -248,15 +249,18 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         cv.wait(lock, [&] { return ready.empty() || done; });
         if (done) return;
       }
-      Prepared p;
-      absl::Status s = common::CallTorch(
-          "", [&] { p = Prepare(c, step.k, step.backward, /*with_gradients=*/true); });
+      std::vector<Prepared> parts;
+      absl::Status s = common::CallTorch("", [&] {
+        for (int k = step.k; k <= step.k + (step.pair ? 1 : 0); ++k) {
+          parts.push_back(Prepare(c, k, step.backward, /*with_gradients=*/true));
+        }
+      });
       std::lock_guard<std::mutex> lock(mu);
       if (!s.ok()) {
         copy_status = s;
         done = true;
       } else {
-        ready.push_back(std::move(p));
+        ready.push_back(std::move(parts));
       }
       cv.notify_all();
       if (done) return;
@@ -265,7 +269,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   // What a step made leaves the device on a third thread, as the
   // runtime's copy-out does: a forward's outputs, a backward's gradients
   // (added into the host's, as HostStore::AddGradients does).
-  std::deque<std::pair<int, Prepared>> finished;  // vLayer, its step.
+  std::deque<Prepared> finished;
   bool copying_out = false;  // One taken from `finished` is being copied.
   bool finishing = false;
   std::thread copy_out([&] {
@@ -274,14 +278,12 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         memory->Enter(lane, Target::Role::kCopyOut, "copies out");
     std::map<std::pair<int, size_t>, at::Tensor> host_grads;
     while (true) {
-      int k = 0;
       Prepared p;
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return !finished.empty() || finishing; });
         if (finished.empty()) return;
-        k = finished.front().first;
-        p = std::move(finished.front().second);
+        p = std::move(finished.front());
         finished.pop_front();
         copying_out = true;
         cv.notify_all();
@@ -294,7 +296,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         for (size_t j = 0; j < p.params.size(); ++j) {
           const at::Tensor& g = p.params[j].grad();
           if (!g.defined()) continue;
-          at::Tensor& acc = host_grads[{k, j}];
+          at::Tensor& acc = host_grads[{p.k, j}];
           at::Tensor copy = c.target->ToHost(g);
           if (acc.defined()) {
             acc.add_(copy);
@@ -314,12 +316,12 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
     std::unique_ptr<Target::Scope> scope =
         memory->Enter(lane, Target::Role::kCompute, "compute");
     for (const Step& step : steps) {
-      Prepared p;
+      std::vector<Prepared> parts;
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return !ready.empty() || done; });
         if (ready.empty()) break;  // The copier failed.
-        p = std::move(ready.front());
+        parts = std::move(ready.front());
         ready.pop_front();
         cv.notify_all();
       }
@@ -334,7 +336,10 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       }
       if (barrier != nullptr && !barrier->Arrive()) break;
       double t = 0;
-      status = common::CallTorch("", [&] { t = Execute(c, step.k, step.backward, p); });
+      status = common::CallTorch("", [&] {
+        t = step.pair ? ExecutePair(c, step.backward, parts[0], parts[1])
+                      : Execute(c, step.k, step.backward, parts[0]);
+      });
       if (!status.ok()) break;
       times.push_back(t);
       std::unique_lock<std::mutex> lock(mu);
@@ -345,7 +350,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       // mid-pass; the likely cause of 50-180 ms spikes on vLayers of 0.1-14
       // ms (GPT-2 XL on an H100, 11-27; not yet rerun).
       cv.wait(lock, [&] { return !bounded_out || finished.size() < 2; });
-      finished.emplace_back(step.k, std::move(p));
+      for (Prepared& p : parts) finished.push_back(std::move(p));
       cv.notify_all();
     }
   }
@@ -425,12 +430,21 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
   }
   const Context& c = pinned ? *pinned : given;
   const int n = c.d->num_vlayers();
+  // Every other pair of vLayers that a task can run together (k even:
+  // (0, 1), (2, 3), ...) is also timed as one task, right after the second
+  // of the two in the pass: what a pack's later vLayers take beside their
+  // times in turn (TurnTimes::forward_chained).
+  auto pairs = [&](int k, const std::vector<bool>& fits) {
+    return k % 2 == 0 && k + 1 < n && fits[k] && fits[k + 1] && OnlyReaderIsNext(*c.d, k);
+  };
   std::vector<Step> one_pass;
   for (int k = 0; k < n; ++k) {
     if (forward_fits[k]) one_pass.push_back({k, false});
+    if (k > 0 && pairs(k - 1, forward_fits)) one_pass.push_back({k - 1, false, false, true});
   }
   for (int k = n - 1; k >= 0; --k) {
     if (backward_fits[k]) one_pass.push_back({k, true});
+    if (pairs(k, backward_fits)) one_pass.push_back({k, true, false, true});
   }
   // Lane 0 runs each step alone and, with others, at once again beside
   // them (the others wait at the barrier meanwhile), so that both times of
@@ -442,7 +456,7 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
     for (const Step& s : one_pass) {
       steps.push_back(s);
       if (others > 0) {
-        steps.push_back({s.k, s.backward, true});
+        steps.push_back({s.k, s.backward, true, s.pair});
         beside_steps.push_back(steps.back());
       }
     }
@@ -499,21 +513,23 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
                                               want, " steps"));
     }
   }
-  // Per vLayer, the passes' times alone and beside (the mean of the lanes').
-  std::vector<std::vector<double>> f(n), b(n), fb(n), bb(n);
+  // Per vLayer, the passes' times alone and beside (the mean of the lanes'),
+  // and of the pairs that start at it.
+  std::vector<std::vector<double>> f(n), b(n), fb(n), bb(n), pf(n), pb(n), pfb(n), pbb(n);
   size_t beside = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
-    if (!s.beside) {
-      (s.backward ? b : f)[s.k].push_back((*times[0])[i]);
-      continue;
+    double time = (*times[0])[i];
+    if (s.beside) {
+      time = 0;
+      for (int lane = 0; lane < lanes; ++lane) {
+        time += (lane == 0 ? (*times[0])[i] : (*times[lane])[beside]) / lanes;
+      }
+      ++beside;
     }
-    double mean = 0;
-    for (int lane = 0; lane < lanes; ++lane) {
-      mean += (lane == 0 ? (*times[0])[i] : (*times[lane])[beside]) / lanes;
-    }
-    ++beside;
-    (s.backward ? bb : fb)[s.k].push_back(mean);
+    auto& to = s.pair ? (s.beside ? (s.backward ? pbb : pfb) : (s.backward ? pb : pf))
+                      : (s.beside ? (s.backward ? bb : fb) : (s.backward ? b : f));
+    to[s.k].push_back(time);
   }
   TurnTimes t;
   if (others > 0) t.beside.emplace();
@@ -525,6 +541,29 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
       t.beside->backward.push_back(Mean(bb[k]));
     }
   }
+  // What the second of each pair added to the first's time in turn, over
+  // its own: alone and beside together.
+  auto chained = [&](const std::vector<std::vector<double>>& pair,
+                     const std::vector<std::vector<double>>& single) -> std::optional<double> {
+    double added = 0, own = 0;
+    for (int k = 0; k + 1 < n; ++k) {
+      if (pair[k].empty()) continue;
+      added += Mean(pair[k]) - Mean(single[k]);
+      own += Mean(single[k + 1]);
+    }
+    if (!(own > 0)) return std::nullopt;
+    return added / own;
+  };
+  auto factor = [&](std::optional<double> a, std::optional<double> b) {
+    if (!a) return 1.0;
+    // Alone and beside weigh the same; a factor is at most 1 (a task's
+    // later vLayer does not take longer than in turn: above is noise) and at
+    // least kLeastChained.
+    const double mean = b ? (*a + *b) / 2 : *a;
+    return std::clamp(mean, kLeastChained, 1.0);
+  };
+  t.forward_chained = factor(chained(pf, f), others > 0 ? chained(pfb, fb) : std::nullopt);
+  t.backward_chained = factor(chained(pb, b), others > 0 ? chained(pbb, bb) : std::nullopt);
   return t;
 }
 

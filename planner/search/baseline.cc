@@ -42,7 +42,10 @@ absl::StatusOr<SearchResult> PlanBaseline(const CostModel& model, const SearchOp
       r.budget = model.BackwardMemory(0, model.num_layers(), r.microbatch);
       Packing even;
       const int stages = std::min(o.num_devices, model.num_layers());
-      const double total = model.BackwardSeconds(0, model.num_layers(), r.microbatch);
+      double total = 0;  // Of the vLayers' own times, as `done` adds them.
+      for (int l = 0; l < model.num_layers(); ++l) {
+        total += model.BackwardSeconds(l, l + 1, r.microbatch);
+      }
       int begin = 0;
       double done = 0;
       // Cut after vLayer l when its share of the time is done, or when

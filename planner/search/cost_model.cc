@@ -161,6 +161,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       row.cost.backward_s = r.backward_time_s() * slow_b;
       row.cost.forward_alone_s = r.forward_time_s();
       row.cost.backward_alone_s = r.backward_time_s();
+      if (r.forward_chained() > 0) row.cost.forward_chained = r.forward_chained();
+      if (r.backward_chained() > 0) row.cost.backward_chained = r.backward_chained();
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.backward_first_peak = r.backward_first_peak_bytes();
@@ -242,16 +244,22 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
 void CostModel::Precompute() {
   const int n = num_layers();
   table_.resize(static_cast<size_t>(kCached) * n);
-  forward_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
-  backward_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
-  forward_alone_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
-  backward_alone_prefix_.assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
+  for (std::vector<double>* prefix :
+       {&forward_prefix_, &backward_prefix_, &forward_alone_prefix_, &backward_alone_prefix_,
+        &forward_chained_prefix_, &backward_chained_prefix_, &forward_alone_chained_prefix_,
+        &backward_alone_chained_prefix_}) {
+    prefix->assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
+  }
   for (int u = 1; u <= kCached; ++u) {
     const size_t at = static_cast<size_t>(u - 1) * (n + 1);
     double* f = &forward_prefix_[at];
     double* b = &backward_prefix_[at];
     double* fa = &forward_alone_prefix_[at];
     double* ba = &backward_alone_prefix_[at];
+    double* fc = &forward_chained_prefix_[at];
+    double* bc = &backward_chained_prefix_[at];
+    double* fac = &forward_alone_chained_prefix_[at];
+    double* bac = &backward_alone_chained_prefix_[at];
     for (int l = 0; l < n; ++l) {
       const LayerCost c = Compute(l, u);
       table_[static_cast<size_t>(u - 1) * n + l] = c;
@@ -259,6 +267,10 @@ void CostModel::Precompute() {
       b[l + 1] = b[l] + c.backward_s;
       fa[l + 1] = fa[l] + c.forward_alone_s;
       ba[l + 1] = ba[l] + c.backward_alone_s;
+      fc[l + 1] = fc[l] + c.forward_s * c.forward_chained;
+      bc[l + 1] = bc[l] + c.backward_s * c.backward_chained;
+      fac[l + 1] = fac[l] + c.forward_alone_s * c.forward_chained;
+      bac[l + 1] = bac[l] + c.backward_alone_s * c.backward_chained;
     }
   }
 }
@@ -298,9 +310,11 @@ LayerCost CostModel::Compute(int layer, int u) const {
                 if (&a == &b && t != 0.0) {
                   c.forward_s = a.cost.forward_s * t;
                   c.forward_alone_s = a.cost.forward_alone_s * t;
+                  c.forward_chained = a.cost.forward_chained;
                   c.forward_peak = static_cast<uint64_t>(a.cost.forward_peak * t);
                   return;
                 }
+                c.forward_chained = Lerp(a.cost.forward_chained, b.cost.forward_chained, t);
                 c.forward_s = Lerp(a.cost.forward_s, b.cost.forward_s, t);
                 c.forward_alone_s = Lerp(a.cost.forward_alone_s, b.cost.forward_alone_s, t);
                 c.forward_peak = LerpBytes(a.cost.forward_peak, b.cost.forward_peak, t);
@@ -310,6 +324,7 @@ LayerCost CostModel::Compute(int layer, int u) const {
                 if (&a == &b && t != 0.0) {
                   c.backward_s = a.cost.backward_s * t;
                   c.backward_alone_s = a.cost.backward_alone_s * t;
+                  c.backward_chained = a.cost.backward_chained;
                   c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
                   c.backward_first_peak = static_cast<uint64_t>(a.cost.backward_first_peak * t);
                   c.saved_bytes = static_cast<uint64_t>(a.cost.saved_bytes * t);
@@ -317,6 +332,7 @@ LayerCost CostModel::Compute(int layer, int u) const {
                   return;
                 }
                 c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
+                c.backward_chained = Lerp(a.cost.backward_chained, b.cost.backward_chained, t);
                 c.backward_alone_s = Lerp(a.cost.backward_alone_s, b.cost.backward_alone_s, t);
                 c.backward_peak = LerpBytes(a.cost.backward_peak, b.cost.backward_peak, t);
                 c.backward_first_peak =
@@ -487,32 +503,39 @@ double CostModel::UpdateSeconds(int begin, int end) const {
   return t;
 }
 
-double CostModel::ForwardSeconds(int begin, int end, int u, bool alone) const {
+double CostModel::PackSeconds(bool backward, int begin, int end, int u, bool alone) const {
+  if (end <= begin) return 0;
   if (u >= 1 && u <= kCached) {
-    const double* f = &(alone ? forward_alone_prefix_ : forward_prefix_)[
-        static_cast<size_t>(u - 1) * (num_layers() + 1)];
-    return f[end] - f[begin];
+    const std::vector<double>& own =
+        backward ? (alone ? backward_alone_prefix_ : backward_prefix_)
+                 : (alone ? forward_alone_prefix_ : forward_prefix_);
+    const std::vector<double>& chained =
+        backward ? (alone ? backward_alone_chained_prefix_ : backward_chained_prefix_)
+                 : (alone ? forward_alone_chained_prefix_ : forward_chained_prefix_);
+    const size_t at = static_cast<size_t>(u - 1) * (num_layers() + 1);
+    return own[at + begin + 1] - own[at + begin] + chained[at + end] - chained[at + begin + 1];
   }
   double t = 0;
   for (int l = begin; l < end; ++l) {
     const LayerCost c = Cost(l, u);
-    t += alone ? c.forward_alone_s : c.forward_s;
+    const double own = backward ? (alone ? c.backward_alone_s : c.backward_s)
+                                : (alone ? c.forward_alone_s : c.forward_s);
+    t += l == begin ? own : own * (backward ? c.backward_chained : c.forward_chained);
   }
   return t;
 }
 
+double CostModel::ForwardSeconds(int begin, int end, int u, bool alone) const {
+  return PackSeconds(/*backward=*/false, begin, end, u, alone);
+}
+
 double CostModel::BackwardSeconds(int begin, int end, int u, bool alone) const {
-  if (u >= 1 && u <= kCached) {
-    const double* b = &(alone ? backward_alone_prefix_ : backward_prefix_)[
-        static_cast<size_t>(u - 1) * (num_layers() + 1)];
-    return b[end] - b[begin];
-  }
-  double t = 0;
-  for (int l = begin; l < end; ++l) {
-    const LayerCost c = Cost(l, u);
-    t += alone ? c.backward_alone_s : c.backward_s;
-  }
-  return t;
+  return PackSeconds(/*backward=*/true, begin, end, u, alone);
+}
+
+double CostModel::LeastBackwardSeconds(int layer, int u) const {
+  const LayerCost c = Cost(layer, u);
+  return c.backward_s * c.backward_chained;
 }
 
 double CostModel::KeptBackwardSeconds(int begin, int end, int u, bool alone) const {

@@ -46,6 +46,11 @@ struct LayerCost {
   // many devices compute beside it: CostModel::busy_neighbours).
   double forward_alone_s = 0;
   double backward_alone_s = 0;
+  // Right after another vLayer of its task (a pack's second and later), it
+  // takes this fraction of the times above (proto forward_chained; 1 in
+  // profiles without it).
+  double forward_chained = 1;
+  double backward_chained = 1;
   uint64_t forward_peak = 0;
   uint64_t backward_peak = 0;
   // Before the gradients exist (a task's first microbatch); 0: unknown.
@@ -183,10 +188,16 @@ class CostModel {
   uint64_t HostWeightBytes(int begin, int end) const;
   uint64_t HostGradientBytes(int begin, int end) const;
   double UpdateSeconds(int begin, int end) const;
-  // Compute times beside the profile's other devices, all busy, or with
-  // `alone` with none computing (LayerCost).
+  // Compute times of a pack [begin, end) beside the profile's other devices,
+  // all busy, or with `alone` with none computing (LayerCost): its first
+  // vLayer's time and its later ones' chained times (LayerCost::
+  // forward_chained; the backward's recompute runs the forwards in the same
+  // order).
   double ForwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
   double BackwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
+  // The least vLayer `layer`'s backward adds to any pack it is in: its
+  // chained time (a lower bound for the search).
+  double LeastBackwardSeconds(int layer, int microbatch) const;
   // A kept pack's backward (Config::keep): without the recompute, the
   // backward's time less the forward's, per vLayer (at least half the
   // backward's).
@@ -222,6 +233,7 @@ class CostModel {
  private:
   CostModel() = default;
   LayerCost Compute(int layer, int microbatch) const;  // Uncached.
+  double PackSeconds(bool backward, int begin, int end, int microbatch, bool alone) const;
   void Precompute();
   // Bytes of `layer`'s inputs produced before `begin` (each tensor once).
   uint64_t InputBytesFromBefore(int layer, int begin, int microbatch) const;
@@ -236,6 +248,11 @@ class CostModel {
   std::vector<double> backward_prefix_;
   std::vector<double> forward_alone_prefix_;
   std::vector<double> backward_alone_prefix_;
+  // The same of the chained times.
+  std::vector<double> forward_chained_prefix_;
+  std::vector<double> backward_chained_prefix_;
+  std::vector<double> forward_alone_chained_prefix_;
+  std::vector<double> backward_alone_chained_prefix_;
   int busy_neighbours_ = 0;
 
   struct Row {

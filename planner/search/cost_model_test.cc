@@ -67,7 +67,37 @@ TEST(CostModelTest, PackSums) {
   EXPECT_EQ(m->BackwardMemory(0, 2, 8), (4u << 20) + 1024 * 8 + 2 * 3 * 1024 * 8);
 }
 
-// With measured saved activations: the recompute keeps every vLayer's, and
+// A pack runs its first vLayer at its time in turn and the later ones at
+// their chained share (the profile's pairs timed as one task); a pack of
+// one is its vLayer's own time, and the factors interpolate between sizes.
+TEST(CostModelTest, APacksLaterVLayersTakeTheirChainedShare) {
+  FakeProfileOptions o;  // Per vLayer: forward 1 ms per sample, backward 2.
+  proto::ProfileFile p = MakeFakeProfile(o);
+  for (proto::VLayerProfile& v : *p.mutable_profile()->mutable_vlayers()) {
+    for (proto::MicrobatchProfile& r : *v.mutable_by_microbatch()) {
+      r.set_forward_chained(0.8);
+      r.set_backward_chained(r.size() == 1 ? 0.5 : 0.7);
+    }
+  }
+  auto m = *CostModel::Create(p);
+  EXPECT_DOUBLE_EQ(m->ForwardSeconds(1, 2, 2), 2e-3);
+  EXPECT_DOUBLE_EQ(m->ForwardSeconds(1, 3, 2), 2e-3 + 0.8 * 2e-3);
+  EXPECT_DOUBLE_EQ(m->ForwardSeconds(1, 3, 2, /*alone=*/true), 2e-3 + 0.8 * 2e-3);
+  EXPECT_DOUBLE_EQ(m->BackwardSeconds(0, 4, 1), 2e-3 + 3 * 0.5 * 2e-3);
+  EXPECT_DOUBLE_EQ(m->BackwardSeconds(0, 4, 2), 4e-3 + 3 * 0.7 * 4e-3);
+  EXPECT_DOUBLE_EQ(m->BackwardSeconds(2, 2, 2), 0);
+  // Size 3 lies halfway between the rows of 2 and 4 (0.7 both).
+  EXPECT_DOUBLE_EQ(m->Cost(0, 3).backward_chained, 0.7);
+  // The least a vLayer's backward adds to a pack.
+  EXPECT_DOUBLE_EQ(m->LeastBackwardSeconds(3, 1), 0.5 * 2e-3);
+  // Past the cached sizes the same rule, extrapolated from the largest row.
+  EXPECT_DOUBLE_EQ(m->ForwardSeconds(0, 3, 300), 0.3 + 2 * 0.8 * 0.3);
+  // Two packs cost more than one of the same vLayers: the second's first
+  // vLayer runs at its full time.
+  EXPECT_GT(m->ForwardSeconds(0, 2, 8) + m->ForwardSeconds(2, 4, 8), m->ForwardSeconds(0, 4, 8));
+}
+
+
 // the backward of the last one adds its transient (its peak above weights,
 // input and saved bytes, fresh gradients included: from the second
 // microbatch on they exist beside the accumulated ones).

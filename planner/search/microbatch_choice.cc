@@ -80,7 +80,7 @@ double BackwardSecondsLowerBound(const CostModel& model, int samples, int ub, in
     double fastest = std::numeric_limits<double>::infinity();
     for (int u : sizes) {
       fastest = std::min(fastest, Over(samples, u, [&](int size) {
-                           return model.BackwardSeconds(l, l + 1, size);
+                           return model.LeastBackwardSeconds(l, size);
                          }));
     }
     seconds += fastest;

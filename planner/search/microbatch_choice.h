@@ -39,7 +39,8 @@ int LargestFittingBackwardMicrobatch(const CostModel& model, const std::vector<i
 
 // A lower bound on the backward compute (with its recompute) of every
 // vLayer over `samples` when each pack may run at any microbatch from `ub`
-// to `largest`: per vLayer, its fastest microbatch.
+// to `largest`: per vLayer, its chained time (the least it adds to a pack)
+// at its fastest microbatch.
 double BackwardSecondsLowerBound(const CostModel& model, int samples, int ub, int largest);
 
 }  // namespace harmony::planner
