@@ -1,17 +1,22 @@
 #include "planner/profile/profiler.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/decomposer.h"
+#include "common/device_spec.h"
 #include "common/files.h"
 #include "common/loss.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "planner/profile/target.h"
+#include "planner/profile/vlayer_step.h"
 #include "planner/profile/vlayer_timing.h"
 #include "zoo/zoo.h"
 
@@ -358,32 +363,60 @@ TEST(ProfilerTest, ProfileFileRoundTripAndSynthesis) {
 // Backwards are timed on the model's own gradients: OutputGradients, a
 // vLayer at a time in reverse, gives each vLayer's outputs the gradient the
 // whole model's backward gives them (a chain of vLayers: bit for bit).
-TEST(ProfilerTest, BackwardsAreTimedOnTheModelsOwnGradients) {
-  const std::string path = Tmp("vgg_grads.pt");
-  common::TrainingData sample = WriteZoo("vgg", path, 4);
-  torch::jit::Module model = torch::jit::load(path);
+// A zoo vgg of `depth` convolutions cut into vLayers, with the context the
+// profiler times it in at the sample's microbatch (forward chain run).
+struct VggContext {
+  torch::jit::Module model;
+  std::unique_ptr<common::Decomposition> d;
+  common::TrainingData sample;
+  std::unique_ptr<Target> target;
+  timing::Context c;
+};
+std::unique_ptr<VggContext> MakeVggContext(const std::string& name, int depth) {
+  auto v = std::make_unique<VggContext>();
+  const std::string path = Tmp(name);
+  v->sample = WriteZoo("vgg", path, depth);
+  v->model = torch::jit::load(path);
   common::DecomposeOptions decompose;
   decompose.granularity = 6;
   absl::StatusOr<std::unique_ptr<common::Decomposition>> d =
-      common::Decomposition::Create(model, decompose);
-  ASSERT_TRUE(d.ok()) << d.status();
-  const int n = (*d)->num_vlayers();
-  ASSERT_GE(n, 3);
-  timing::Context c;
-  c.d = d->get();
+      common::Decomposition::Create(v->model, decompose);
+  EXPECT_TRUE(d.ok()) << d.status();
+  if (!d.ok()) return nullptr;
+  v->d = *std::move(d);
+  const int n = v->d->num_vlayers();
+  timing::Context& c = v->c;
+  c.d = v->d.get();
   c.params.resize(n);
   c.buffers.resize(n);
   for (int k = 0; k < n; ++k) {
-    c.params[k] = *common::ResolveTensors(model, (*d)->vlayers()[k].parameters);
-    c.buffers[k] = *common::ResolveTensors(model, (*d)->vlayers()[k].buffers);
+    c.params[k] = *common::ResolveTensors(v->model, v->d->vlayers()[k].parameters);
+    c.buffers[k] = *common::ResolveTensors(v->model, v->d->vlayers()[k].buffers);
   }
-  c.model_args.assign(sample.inputs.begin(), sample.inputs.end());
-  c.targets = sample.targets;
+  c.model_args.assign(v->sample.inputs.begin(), v->sample.inputs.end());
+  c.targets = v->sample.targets;
   c.outputs.assign(n, {});
   {
     c10::NoGradGuard no_grad;
-    for (int k = 0; k < n; ++k) c.outputs[k] = *(*d)->Run(k, c.params[k], c.buffers[k], c.InputsOf(k));
+    for (int k = 0; k < n; ++k) {
+      c.outputs[k] = *v->d->Run(k, c.params[k], c.buffers[k], c.InputsOf(k));
+    }
   }
+  common::DeviceSpec spec;
+  spec.count = 1;
+  spec.capacity = 1ull << 30;
+  v->target = CreateCpuTarget(spec);
+  c.target = v->target.get();
+  c.capacity = spec.capacity;
+  return v;
+}
+
+TEST(ProfilerTest, BackwardsAreTimedOnTheModelsOwnGradients) {
+  std::unique_ptr<VggContext> vgg = MakeVggContext("vgg_grads.pt", 4);
+  ASSERT_NE(vgg, nullptr);
+  timing::Context& c = vgg->c;
+  const int n = c.d->num_vlayers();
+  ASSERT_GE(n, 3);
   // The classifier's dropout draws the same masks (the only random op).
   at::manual_seed(7);
   ASSERT_TRUE(timing::OutputGradients(c).ok());
@@ -392,7 +425,7 @@ TEST(ProfilerTest, BackwardsAreTimedOnTheModelsOwnGradients) {
   timing::Context whole = c;
   at::manual_seed(7);
   for (int k = 0; k < n; ++k) {
-    std::vector<c10::IValue> out = *(*d)->Run(k, c.params[k], c.buffers[k], whole.InputsOf(k));
+    std::vector<c10::IValue> out = *c.d->Run(k, c.params[k], c.buffers[k], whole.InputsOf(k));
     for (c10::IValue& v : out) {
       if (v.isTensor() && v.toTensor().requires_grad()) v.toTensor().retain_grad();
     }
@@ -401,7 +434,9 @@ TEST(ProfilerTest, BackwardsAreTimedOnTheModelsOwnGradients) {
   at::Tensor loss = *common::LossFromOutput(whole.outputs[n - 1][0].toTensor(), c.targets, false,
                                             common::LossKind::kAuto);
   loss.backward();
-  for (const torch::autograd::Variable& p : model.parameters()) p.mutable_grad() = at::Tensor();
+  for (const torch::autograd::Variable& p : vgg->model.parameters()) {
+    p.mutable_grad() = at::Tensor();
+  }
   int compared = 0;
   for (int k = 0; k + 1 < n; ++k) {
     ASSERT_EQ(c.output_grads[k].size(), whole.outputs[k].size());
@@ -416,6 +451,71 @@ TEST(ProfilerTest, BackwardsAreTimedOnTheModelsOwnGradients) {
     }
   }
   EXPECT_GE(compared, n - 1);
+}
+
+// A pair of vLayers timed as one task (the chained factor) computes what
+// the two compute one at a time on the model's own gradients: the pair's
+// backward starts from the second's outputs and hands the first its
+// gradient inside autograd, bit for bit the one OutputGradients gave it.
+TEST(ProfilerTest, APairOfVLayersComputesWhatTheTwoDoOneAtATime) {
+  std::unique_ptr<VggContext> vgg = MakeVggContext("vgg_pair.pt", 4);
+  ASSERT_NE(vgg, nullptr);
+  timing::Context& c = vgg->c;
+  const int n = c.d->num_vlayers();
+  ASSERT_TRUE(timing::OutputGradients(c).ok());
+  // A plain chain: every vLayer's outputs are read by the next alone.
+  for (int k = 0; k + 1 < n; ++k) EXPECT_TRUE(timing::OnlyReaderIsNext(*c.d, k)) << k;
+  EXPECT_FALSE(timing::OnlyReaderIsNext(*c.d, n - 1));
+  const int k = 0;  // Two convolutions: nothing random.
+  timing::Prepared first = timing::Prepare(c, k, true, /*with_gradients=*/false);
+  timing::Prepared second = timing::Prepare(c, k + 1, true, false);
+  EXPECT_GT(timing::ExecutePair(c, /*backward=*/true, first, second), 0);
+  timing::Prepared one = timing::Prepare(c, k, true, false);
+  timing::Prepared two = timing::Prepare(c, k + 1, true, false);
+  timing::Execute(c, k + 1, true, two);
+  timing::Execute(c, k, true, one);
+  int compared = 0;
+  for (auto [pair, alone] : {std::pair{&first, &one}, std::pair{&second, &two}}) {
+    ASSERT_EQ(pair->params.size(), alone->params.size());
+    for (size_t i = 0; i < pair->params.size(); ++i) {
+      const at::Tensor& g = pair->params[i].grad();
+      ASSERT_TRUE(g.defined());
+      EXPECT_TRUE(at::equal(g, alone->params[i].grad())) << "vLayer " << pair->k << " param " << i;
+      EXPECT_GT(g.abs().sum().item<double>(), 0);
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 4);  // Two weights and two biases.
+  // The forward pair hands the first's outputs on: the second's are the chain's.
+  timing::Prepared f1 = timing::Prepare(c, k, false, false);
+  timing::Prepared f2 = timing::Prepare(c, k + 1, false, false);
+  timing::ExecutePair(c, /*backward=*/false, f1, f2);
+  EXPECT_TRUE(at::equal(f2.outputs[0].toTensor(), c.outputs[k + 1][0].toTensor()));
+}
+
+// Profiled on two devices, every size of a plain chain gets chained factors
+// in (0, 1], and the summary says them.
+TEST(ProfilerTest, PairsGiveEachSizeItsChainedFactors) {
+  const std::string path = Tmp("vgg_chained.pt");
+  common::TrainingData sample = WriteZoo("vgg", path, 4);
+  absl::StatusOr<proto::ProfileFile> file = ProfileModel(path, sample, Options(64ull << 20, 2));
+  ASSERT_TRUE(file.ok()) << file.status();
+  int rows = 0;
+  for (const proto::VLayerProfile& v : file->profile().vlayers()) {
+    for (const proto::MicrobatchProfile& m : v.by_microbatch()) {
+      EXPECT_GE(m.forward_chained(), timing::kLeastChained);
+      EXPECT_LE(m.forward_chained(), 1.0);
+      EXPECT_GE(m.backward_chained(), timing::kLeastChained);
+      EXPECT_LE(m.backward_chained(), 1.0);
+      // The same factor for every vLayer of a size.
+      const proto::MicrobatchProfile& first = file->profile().vlayers(0).by_microbatch(rows % 2);
+      EXPECT_EQ(m.forward_chained(), first.forward_chained());
+      ++rows;
+    }
+  }
+  EXPECT_GE(rows, 2 * 3);
+  const std::string summary = ProfileSummary(*file);
+  EXPECT_NE(summary.find("a task's later vLayers"), std::string::npos) << summary;
 }
 
 }  // namespace
