@@ -8,7 +8,9 @@ model (e.g. `harmony-plan profile --microbatches U1,U2`, taken right before the
 run); FORWARD_U / BACKWARD_U: the plan's forward and backward microbatch sizes
 (`harmony-plan inspect`). Prints, per compute task kind and vLayer range, the
 median measured duration beside the profile's times (alone, beside busy devices,
-one vLayer over and over), then the totals and the measured / profiled ratios.
+one vLayer over and over, and as the simulator prices the pack: beside busy
+devices, its later vLayers at their chained share), then the totals and the
+measured / profiled ratios.
 """
 import collections
 import json
@@ -43,6 +45,12 @@ def main(trace_path, profile_path, forward_u, backward_u):
         size, key = (forward_u, "forward_time") if forward else (backward_u, "backward_time")
         prof = {s: sum(row(k, size).get(f"{key}{s}_s", 0) for k in range(a, b + 1))
                 for s in ("", "_busy", "_one")}
+        # As the simulator prices the pack: its first vLayer's time beside the
+        # busy devices, the later ones' times their chained share.
+        chained = (forward and "forward" or "backward") + "_chained"
+        prof["_chained"] = sum(row(k, size).get(f"{key}_busy_s", 0) *
+                               (1 if k == a else row(k, size).get(chained, 0) or 1)
+                               for k in range(a, b + 1))
         median = statistics.median(durations)
         n = len(durations)
         total["measured"] += median * n
@@ -50,12 +58,13 @@ def main(trace_path, profile_path, forward_u, backward_u):
             total[s or "_alone"] += v * n
         print(f"{kind:22s} {a:3d}-{b:<3d} n={n:4d} measured {median * 1e3:8.3f} ms  "
               f"alone {prof[''] * 1e3:8.3f}  busy {prof['_busy'] * 1e3:8.3f}  "
-              f"one {prof['_one'] * 1e3:8.3f}")
+              f"one {prof['_one'] * 1e3:8.3f}  as priced {prof['_chained'] * 1e3:8.3f}")
     if not total:
         sys.exit(f"{trace_path}: no compute tasks")
     measured = total["measured"]
     print(f"total measured {measured:.3f} s; measured / alone {measured / total['_alone']:.2f}, "
-          f"/ busy {measured / total['_busy']:.2f}")
+          f"/ busy {measured / total['_busy']:.2f}, / as priced (busy, chained) "
+          f"{measured / total['_chained']:.2f}")
 
 
 if __name__ == "__main__":
