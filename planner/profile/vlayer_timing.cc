@@ -554,12 +554,12 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
     if (!(own > 0)) return std::nullopt;
     return added / own;
   };
-  auto factor = [&](std::optional<double> a, std::optional<double> b) {
-    if (!a) return 1.0;
+  auto factor = [](std::optional<double> alone, std::optional<double> beside) {
+    if (!alone) return 1.0;
     // Alone and beside weigh the same; a factor is at most 1 (a task's
     // later vLayer does not take longer than in turn: above is noise) and at
     // least kLeastChained.
-    const double mean = b ? (*a + *b) / 2 : *a;
+    const double mean = beside ? (*alone + *beside) / 2 : *alone;
     return std::clamp(mean, kLeastChained, 1.0);
   };
   t.forward_chained = factor(chained(pf, f), others > 0 ? chained(pfb, fb) : std::nullopt);

@@ -244,18 +244,13 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
 void CostModel::Precompute() {
   const int n = num_layers();
   table_.resize(static_cast<size_t>(kCached) * n);
-  for (std::vector<double>* prefix :
-       {&forward_prefix_, &backward_prefix_, &forward_alone_prefix_, &backward_alone_prefix_,
-        &forward_chained_prefix_, &backward_chained_prefix_, &forward_alone_chained_prefix_,
-        &backward_alone_chained_prefix_}) {
+  for (std::vector<double>* prefix : {&forward_chained_prefix_, &backward_chained_prefix_,
+                                      &forward_alone_chained_prefix_,
+                                      &backward_alone_chained_prefix_}) {
     prefix->assign(static_cast<size_t>(kCached) * (n + 1), 0.0);
   }
   for (int u = 1; u <= kCached; ++u) {
     const size_t at = static_cast<size_t>(u - 1) * (n + 1);
-    double* f = &forward_prefix_[at];
-    double* b = &backward_prefix_[at];
-    double* fa = &forward_alone_prefix_[at];
-    double* ba = &backward_alone_prefix_[at];
     double* fc = &forward_chained_prefix_[at];
     double* bc = &backward_chained_prefix_[at];
     double* fac = &forward_alone_chained_prefix_[at];
@@ -263,10 +258,6 @@ void CostModel::Precompute() {
     for (int l = 0; l < n; ++l) {
       const LayerCost c = Compute(l, u);
       table_[static_cast<size_t>(u - 1) * n + l] = c;
-      f[l + 1] = f[l] + c.forward_s;
-      b[l + 1] = b[l] + c.backward_s;
-      fa[l + 1] = fa[l] + c.forward_alone_s;
-      ba[l + 1] = ba[l] + c.backward_alone_s;
       fc[l + 1] = fc[l] + c.forward_s * c.forward_chained;
       bc[l + 1] = bc[l] + c.backward_s * c.backward_chained;
       fac[l + 1] = fac[l] + c.forward_alone_s * c.forward_chained;
@@ -505,22 +496,22 @@ double CostModel::UpdateSeconds(int begin, int end) const {
 
 double CostModel::PackSeconds(bool backward, int begin, int end, int u, bool alone) const {
   if (end <= begin) return 0;
+  auto own = [&](const LayerCost& c) {
+    return backward ? (alone ? c.backward_alone_s : c.backward_s)
+                    : (alone ? c.forward_alone_s : c.forward_s);
+  };
+  const double first = own(Cost(begin, u));
   if (u >= 1 && u <= kCached) {
-    const std::vector<double>& own =
-        backward ? (alone ? backward_alone_prefix_ : backward_prefix_)
-                 : (alone ? forward_alone_prefix_ : forward_prefix_);
     const std::vector<double>& chained =
         backward ? (alone ? backward_alone_chained_prefix_ : backward_chained_prefix_)
                  : (alone ? forward_alone_chained_prefix_ : forward_chained_prefix_);
     const size_t at = static_cast<size_t>(u - 1) * (num_layers() + 1);
-    return own[at + begin + 1] - own[at + begin] + chained[at + end] - chained[at + begin + 1];
+    return first + chained[at + end] - chained[at + begin + 1];
   }
-  double t = 0;
-  for (int l = begin; l < end; ++l) {
+  double t = first;
+  for (int l = begin + 1; l < end; ++l) {
     const LayerCost c = Cost(l, u);
-    const double own = backward ? (alone ? c.backward_alone_s : c.backward_s)
-                                : (alone ? c.forward_alone_s : c.forward_s);
-    t += l == begin ? own : own * (backward ? c.backward_chained : c.forward_chained);
+    t += own(c) * (backward ? c.backward_chained : c.forward_chained);
   }
   return t;
 }

@@ -244,11 +244,8 @@ class CostModel {
   // Costs and prefix sums of times for microbatches 1..kCached.
   static constexpr int kCached = 256;
   std::vector<LayerCost> table_;          // [(u - 1) * layers + l].
-  std::vector<double> forward_prefix_;    // [(u - 1) * (layers + 1) + l].
-  std::vector<double> backward_prefix_;
-  std::vector<double> forward_alone_prefix_;
-  std::vector<double> backward_alone_prefix_;
-  // The same of the chained times.
+  // Of the chained times (LayerCost::forward_chained; a pack's first
+  // vLayer is its own time, from table_): [(u - 1) * (layers + 1) + l].
   std::vector<double> forward_chained_prefix_;
   std::vector<double> backward_chained_prefix_;
   std::vector<double> forward_alone_chained_prefix_;
