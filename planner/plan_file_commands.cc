@@ -92,6 +92,11 @@ int SimulateCommand(const std::vector<std::string>& args) {
   if (compute_scale != 1) {
     std::cout << absl::StrFormat(", compute %.2fx the profile's", compute_scale);
   }
+  // harmony-exec's "device compute per iteration ... Nx the plan's" compares
+  // with this figure.
+  std::cout << absl::StrFormat(
+      ", device compute %s (summed over the devices)",
+      harmony::common::FormatTimeSpan(absl::Seconds(again->device_compute_s)));
   std::cout << "\n";
   if (!trace.empty()) {
     absl::Status written =

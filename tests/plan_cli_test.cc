@@ -29,13 +29,20 @@ std::string Tmp(const std::string& name) {
 }
 
 // `harmony-plan simulate` on the saved plan at `path` prints its own
-// estimated iteration time.
+// estimated iteration time and device compute.
 void ExpectResimulates(const std::string& path, const proto::Plan& plan) {
   auto simulated = RunCommand(absl::StrCat(kPlan, " simulate ", path));
   ASSERT_EQ(simulated.exit_code, 0) << simulated.output;
   EXPECT_NE(simulated.output.find(absl::StrCat(
                 "iteration ", common::FormatTimeSpan(absl::Seconds(
                                   plan.estimates().iteration_time_s())))),
+            std::string::npos)
+      << simulated.output;
+  // And the device compute harmony-exec compares its measurement with.
+  EXPECT_NE(simulated.output.find(absl::StrCat(
+                "device compute ",
+                common::FormatTimeSpan(absl::Seconds(plan.estimates().compute_s())),
+                " (summed over the devices)")),
             std::string::npos)
       << simulated.output;
 }

@@ -177,8 +177,9 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
   if (absl::Status valid = ValidateTaskGraph(**cost, *graph); !valid.ok()) return valid;
   auto sim = Simulate(**cost, *graph, options.keep_events);
   if (!sim.ok()) return sim.status();
-  const double busiest = BusiestDeviceComputeSeconds(**cost, graph->config);
-  return Resimulated{*std::move(graph), *std::move(sim), busiest, replaced};
+  double compute = 0;
+  for (const auto& streams : sim->busy) compute += streams[kCompute];
+  return Resimulated{*std::move(graph), *std::move(sim), compute, replaced};
 }
 
 }  // namespace harmony::planner

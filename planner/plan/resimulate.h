@@ -46,9 +46,11 @@ struct ReplacedTimes {
 struct Resimulated {
   TaskGraph graph;
   SimResult sim;
-  // The busiest device's compute in one iteration (its microbatches, the
-  // recompute included; BusiestDeviceComputeSeconds), at these times.
-  double busiest_device_compute_s = 0;
+  // The simulated devices' compute in one iteration, summed over the
+  // devices (the recompute included), at these times: as the plan's
+  // estimates().compute_s, what harmony-exec's "device compute per
+  // iteration ... Nx the plan's" and the bench measure against.
+  double device_compute_s = 0;
   ReplacedTimes replaced;  // With times_from.
 };
 

@@ -21,6 +21,7 @@
 #include "planner/plan/resimulate.h"
 #include "planner/profile/profiler.h"
 #include "planner/search/search.h"
+#include "planner/sim/simulator.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/sections.h"
 #include "tests/bench/training_run.h"
@@ -87,20 +88,26 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
   r["iteration_s"] = ToJson(seconds);
   r["simulated_s"] = made.result.sim.iteration_s;
   r["simulator_error"] = (made.result.sim.iteration_s - seconds.median) / seconds.median;
-  // The plan's own compute on its busiest device (its microbatch sizes, the
-  // recompute included): what it cannot beat however well it overlaps.
+  // The plan's compute per device (its microbatch sizes, the recompute
+  // included), as simulated: each task at the speed the simulator priced it
+  // (beside busy devices or alone), the like of what the runtime measures.
   if (made.cost) {
-    r["planned_compute_s"] = planner::BusiestDeviceComputeSeconds(*made.cost, made.result.graph.config);
-    // The plan's own bound: its compute, or its bytes over the link in the
-    // busier direction (full duplex), whichever is longer.
+    const int devices = std::max(1, static_cast<int>(made.plan.config().num_devices()));
+    double busiest = 0;
+    for (const auto& streams : made.result.sim.busy) {
+      busiest = std::max(busiest, streams[planner::kCompute]);
+    }
+    r["planned_compute_s"] = made.plan.estimates().compute_s() / devices;
+    // The plan's own bound: its busiest device's compute (what it cannot beat
+    // however well it overlaps), or its bytes over the link in the busier
+    // direction (full duplex), whichever is longer.
     if (link > 0) {
       const planner::SwapTotals& s = made.result.sim.swap;
       const double in = static_cast<double>(s.weights_in + s.activations_in + s.stash_in +
                                             s.kept_in + s.data_in);
       const double out = static_cast<double>(s.gradients_out + s.activations_out +
                                              s.stash_out + s.kept_out);
-      r["plan_bound_s"] =
-          std::max(r["planned_compute_s"].get<double>(), std::max(in, out) / link);
+      r["plan_bound_s"] = std::max(busiest, std::max(in, out) / link);
     }
     // The plan simulated again at the compute speed the run measured: the
     // simulator's error with the machine's change of speed since the
@@ -109,7 +116,6 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
     // reductions) wait for it, where the simulator's, all as fast, wait
     // none.
     const double planned = r["planned_compute_s"].get<double>();
-    const int devices = std::max(1, static_cast<int>(made.plan.config().num_devices()));
     auto simulate_at = [&](double device_compute_s, const std::string& simulated,
                            const std::string& error) {
       if (!(planned > 0) || !(device_compute_s > 0)) return;

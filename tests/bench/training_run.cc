@@ -107,11 +107,11 @@ absl::StatusOr<planner::Resimulated> WithTimesOf(const proto::Plan& plan,
   return planner::ResimulatePlan(plan, o);
 }
 
-// A run's compute (summed over `devices`) per device over the busiest
-// device's in a simulation; 0 when either is missing.
-double ComputeRatioOf(double compute_s, int devices, const planner::Resimulated& at) {
-  if (!(at.busiest_device_compute_s > 0) || !(compute_s > 0)) return 0;
-  return compute_s / std::max(1, devices) / at.busiest_device_compute_s;
+// A run's compute over the simulation's, both summed over the devices; 0
+// when either is missing.
+double ComputeRatioOf(double compute_s, const planner::Resimulated& at) {
+  if (!(at.device_compute_s > 0) || !(compute_s > 0)) return 0;
+  return compute_s / at.device_compute_s;
 }
 
 }  // namespace
@@ -138,8 +138,8 @@ nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
   }
   t["simulated_s"] = at->sim.iteration_s;
   t["simulator_error"] = (at->sim.iteration_s - measured_s) / measured_s;
-  t["planned_compute_s"] = at->busiest_device_compute_s;
-  if (const double ratio = ComputeRatioOf(run.compute_s, devices, *at); ratio > 0) {
+  t["planned_compute_s"] = at->device_compute_s / devices;  // Per device, as the run's row.
+  if (const double ratio = ComputeRatioOf(run.compute_s, *at); ratio > 0) {
     t["compute_ratio"] = ratio;
   }
   return t;
@@ -368,7 +368,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
     }
     if (t.again) {
       absl::StatusOr<planner::Resimulated> at = WithTimesOf(plan, *t.again);
-      if (at.ok()) t.compute_ratio = ComputeRatioOf(Summarize(t.compute).median, devices, *at);
+      if (at.ok()) t.compute_ratio = ComputeRatioOf(Summarize(t.compute).median, *at);
     }
     r.timings.push_back({t.drift(), t.compute_ratio, Summarize(t.seconds).median});
     const bool steady = t.unsteadiness() <= 1;
