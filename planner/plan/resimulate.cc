@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "planner/plan/plan_builder.h"
 #include "planner/search/cost_model.h"
-#include "planner/search/search.h"
 
 namespace harmony::planner {
 
