@@ -126,9 +126,7 @@ proto::Plan BuildPlan(const proto::ProfileFile& profile, const TaskGraph& graph,
   e->set_samples_per_s(sim.iteration_s > 0 ? c.minibatch / sim.iteration_s : 0);
   for (uint64_t p : sim.device_peak) e->add_device_peak_bytes(p);
   e->set_host_memory_bytes(sim.host_memory);
-  double compute = 0;
-  for (const auto& streams : sim.busy) compute += streams[planner::kCompute];
-  e->set_compute_s(compute);
+  e->set_compute_s(sim.device_compute_s());
   SetSwap(e->mutable_swap(), sim.swap);
   if (ondemand) SetSwap(e->mutable_ondemand_swap(), ondemand->swap);
   return plan;

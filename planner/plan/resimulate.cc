@@ -176,8 +176,7 @@ absl::StatusOr<Resimulated> ResimulatePlan(const proto::Plan& plan,
   if (absl::Status valid = ValidateTaskGraph(**cost, *graph); !valid.ok()) return valid;
   auto sim = Simulate(**cost, *graph, options.keep_events);
   if (!sim.ok()) return sim.status();
-  double compute = 0;
-  for (const auto& streams : sim->busy) compute += streams[kCompute];
+  const double compute = sim->device_compute_s();
   return Resimulated{*std::move(graph), *std::move(sim), compute, replaced};
 }
 

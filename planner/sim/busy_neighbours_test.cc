@@ -28,12 +28,6 @@ std::shared_ptr<const CostModel> Model(double slowdown, int devices = 2) {
   return *CostModel::Create(f);
 }
 
-double DeviceCompute(const SimResult& r) {
-  double t = 0;
-  for (const auto& streams : r.busy) t += streams[kCompute];
-  return t;
-}
-
 SimResult Simulated(const CostModel& m, const Config& c) {
   absl::StatusOr<TaskGraph> g = BuildTaskGraph(m, c);
   EXPECT_TRUE(g.ok()) << g.status();
@@ -72,8 +66,8 @@ TEST(BusyNeighboursTest, ADeviceComputingAloneRunsAtItsTimeAlone) {
   c.backward_packs = {{0, 4}};
   const SimResult alone = Simulated(*Model(1.0), c);
   const SimResult slowed = Simulated(*Model(2.0), c);
-  EXPECT_NEAR(DeviceCompute(alone), 4 * 8e-3, 1e-12);
-  EXPECT_NEAR(DeviceCompute(slowed), DeviceCompute(alone), 1e-12);
+  EXPECT_NEAR(alone.device_compute_s(), 4 * 8e-3, 1e-12);
+  EXPECT_NEAR(slowed.device_compute_s(), alone.device_compute_s(), 1e-12);
   EXPECT_NEAR(slowed.iteration_s, alone.iteration_s, 1e-12);
 }
 
@@ -87,8 +81,8 @@ TEST(BusyNeighboursTest, DevicesComputingSideBySideRunAtTheBusyTime) {
   c.backward_packs = {{0, 4}};
   const SimResult alone = Simulated(*Model(1.0), c);
   const SimResult slowed = Simulated(*Model(2.0), c);
-  EXPECT_GT(DeviceCompute(slowed), 1.9 * DeviceCompute(alone));
-  EXPECT_LT(DeviceCompute(slowed), 2 * DeviceCompute(alone));
+  EXPECT_GT(slowed.device_compute_s(), 1.9 * alone.device_compute_s());
+  EXPECT_LT(slowed.device_compute_s(), 2 * alone.device_compute_s());
   EXPECT_GT(slowed.iteration_s, 1.5 * alone.iteration_s);
 }
 
@@ -105,9 +99,9 @@ TEST(BusyNeighboursTest, APipelinesFillAndDrainRunAlone) {
   c.backward_packs = {{0, 2}, {2, 4}};
   const SimResult alone = Simulated(*Model(1.0), c);
   const SimResult slowed = Simulated(*Model(2.0), c);
-  const double a = DeviceCompute(alone);
-  EXPECT_GT(DeviceCompute(slowed), a * 1.05);
-  EXPECT_LT(DeviceCompute(slowed), a * 1.95);
+  const double a = alone.device_compute_s();
+  EXPECT_GT(slowed.device_compute_s(), a * 1.05);
+  EXPECT_LT(slowed.device_compute_s(), a * 1.95);
   ASSERT_EQ(alone.events.size(), slowed.events.size());
   int between = 0;
   for (size_t i = 0; i < slowed.events.size(); ++i) {
@@ -127,7 +121,7 @@ TEST(BusyNeighboursTest, APipelinesFillAndDrainRunAlone) {
   o.forward_s_per_sample = 2e-3;
   auto doubled = *CostModel::Create(testing::MakeFakeProfile(o));
   const SimResult all_busy = Simulated(*doubled, c);
-  EXPECT_NEAR(DeviceCompute(all_busy), 2 * a, 1e-12);
+  EXPECT_NEAR(all_busy.device_compute_s(), 2 * a, 1e-12);
   EXPECT_LT(slowed.iteration_s, all_busy.iteration_s);
   EXPECT_GT(slowed.iteration_s, alone.iteration_s);
 }

@@ -280,6 +280,12 @@ SimResult Sim::Collect(bool keep_events) {
 
 }  // namespace sim_internal
 
+double SimResult::device_compute_s() const {
+  double compute = 0;
+  for (const auto& streams : busy) compute += streams[kCompute];
+  return compute;
+}
+
 absl::StatusOr<SimResult> Simulate(const CostModel& model, const TaskGraph& graph,
                                    bool keep_events, ClipSim clip) {
   sim_internal::Sim sim(model, graph, clip);

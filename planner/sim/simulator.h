@@ -99,6 +99,10 @@ struct SimResult {
   // each microbatch fewer ahead (Config::inputs_ahead) can free at most.
   uint64_t largest_host_input = 0;
   std::vector<TraceEvent> events;
+
+  // The devices' compute busy time, summed over the devices: the plan's
+  // Estimates.compute_s, what harmony-exec's device compute compares with.
+  double device_compute_s() const;
 };
 
 // How global gradient-norm clipping meets the host's updates
