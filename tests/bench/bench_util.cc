@@ -83,4 +83,13 @@ double RelativeDifference(double a, double b) {
   return std::fabs(a - b) / scale;
 }
 
+double Unsteadiness(double after_vs_before, double compute_ratio, double spread) {
+  double u = std::fabs(after_vs_before - 1) / kSteadyWithin;
+  if (compute_ratio > 0) {
+    u = std::max(u, compute_ratio < 1 ? (1 - compute_ratio) / (1 - kSteadyComputeLow)
+                                      : (compute_ratio - 1) / (kSteadyComputeHigh - 1));
+  }
+  return std::max(u, (spread - 1) / (kSteadySpread - 1));
+}
+
 }  // namespace harmony::bench

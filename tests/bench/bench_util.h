@@ -73,8 +73,20 @@ inline constexpr double kSteadyWithin = 0.15;
 // 1.48x the times of profiles 1.27x and 1.13x the first, docs/bench/intel/
 // run8): timed again too.
 inline constexpr double kSteadyComputeLow = 0.8, kSteadyComputeHigh = 1.25;
+// Nor where the timed iterations spread more than this, the slowest over the
+// fastest (the speed moved between them: on 11-29 a run's three took 1.70,
+// 2.57 and 2.88 s while the profiles around them were 0.91x apart and its
+// compute 1.22x their times, docs/bench/intel/run12): timed again too.
+inline constexpr double kSteadySpread = 1.3;
 // At most this many timings of such a run.
 inline constexpr int kTimings = 3;
+
+// How far one timing is from steady: 1 at the edge of the limits above, more
+// beyond (the largest of its three measures). `after_vs_before`: the profile
+// after the timed iterations over the one before (1 when not profiled);
+// `compute_ratio`: their compute over the profiles' times (0: unknown);
+// `spread`: the slowest iteration over the fastest (1 for one or none).
+double Unsteadiness(double after_vs_before, double compute_ratio, double spread);
 
 }  // namespace harmony::bench
 

@@ -99,10 +99,11 @@ std::string TimedAgainText(const json& results) {
   }
   if (timed_again == 0) return "";
   return absl::StrFormat("; %d of %d runs timed again, the profiles around them more than %.0f%% "
-                         "apart or the run's compute outside %.2f-%.2fx their times (up to %d "
-                         "timings, the steadiest kept)",
+                         "apart, the run's compute outside %.2f-%.2fx their times or its "
+                         "slowest iteration over %.2fx its fastest (up to %d timings, the "
+                         "steadiest kept)",
                          timed_again, runs, 100 * kSteadyWithin, kSteadyComputeLow,
-                         kSteadyComputeHigh, kTimings);
+                         kSteadyComputeHigh, kSteadySpread, kTimings);
 }
 
 std::string Emulated(const json& results) {

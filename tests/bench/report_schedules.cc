@@ -395,7 +395,9 @@ absl::Status AppendScheduleSections(const json& results, const std::string& dir,
         absl::StrFormat("%.0f%%", 100 * kSteadyWithin),
         " apart either way, or the run's compute outside ",
         absl::StrFormat("%.2f-%.2fx", kSteadyComputeLow, kSteadyComputeHigh),
-        " their times, the machine's speed moved during the run, and no profile taken "
+        " their times, or its slowest timed iteration over ",
+        absl::StrFormat("%.2fx", kSteadySpread),
+        " its fastest, the machine's speed moved during the run, and no profile taken "
         "outside it can say how fast it ran: the bench times the run again (",
         kTimings, " timings at most; \"timing 2 of 2\" says which was kept: the steadiest) "
         "and marks a row still that far apart **unsteady** (the "

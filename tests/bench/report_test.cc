@@ -30,6 +30,24 @@ TEST(StatsTest, MedianMinMax) {
   EXPECT_EQ(Summarize({}).runs, 0);
 }
 
+// A timing is steady (at most 1) only within all three limits; the largest
+// of its three measures says how far out it is.
+TEST(SteadinessTest, EachLimitAlone) {
+  EXPECT_DOUBLE_EQ(Unsteadiness(1, 0, 1), 0);
+  EXPECT_DOUBLE_EQ(Unsteadiness(1, 1, 1), 0);
+  EXPECT_NEAR(Unsteadiness(1 + kSteadyWithin, 1, 1), 1, 1e-12);
+  EXPECT_NEAR(Unsteadiness(1 - 2 * kSteadyWithin, 1, 1), 2, 1e-12);
+  EXPECT_NEAR(Unsteadiness(1, kSteadyComputeHigh, 1), 1, 1e-12);
+  EXPECT_NEAR(Unsteadiness(1, kSteadyComputeLow, 1), 1, 1e-12);
+  EXPECT_NEAR(Unsteadiness(1, 1, kSteadySpread), 1, 1e-12);
+  // Docs/bench/intel/run12's flushed row: profiles 0.91 apart, compute 1.22,
+  // iterations 1.70-2.88 s. Steady by the first two; not by the spread.
+  EXPECT_LT(Unsteadiness(0.91, 1.22, 1), 1);
+  EXPECT_GT(Unsteadiness(0.91, 1.22, 2.88 / 1.70), 2);
+  // The largest measure wins, not their sum.
+  EXPECT_NEAR(Unsteadiness(1 + kSteadyWithin / 2, 1, 1 + (kSteadySpread - 1) / 2), 0.5, 1e-12);
+}
+
 TEST(SvgChartTest, OneBarPerValueAndGapsForNaN) {
   BarChart c;
   c.title = "a < b";
@@ -148,8 +166,9 @@ TEST(ReportTest, RatiosComeFromTheResults) {
             std::string::npos)
       << *md;
   EXPECT_NE(headline.find("2 of 2 runs timed again, the profiles around them more than 15% "
-                          "apart or the run's compute outside 0.80-1.25x their times (up to 3 "
-                          "timings, the steadiest kept)"),
+                          "apart, the run's compute outside 0.80-1.25x their times or its "
+                          "slowest iteration over 1.30x its fastest (up to 3 timings, the "
+                          "steadiest kept)"),
             std::string::npos)
       << headline;
   // The unsteady run is left out of the median of those the machine held

@@ -132,6 +132,7 @@ nlohmann::json RetimedJson(const proto::Plan& plan, const RunResult& run) {
     for (const RunResult::TimingSummary& x : run.timings) {
       t["timings"].push_back({{"after_vs_before", x.after_vs_before},
                               {"compute_ratio", x.compute_ratio},
+                              {"spread", x.spread},
                               {"median_s", x.median_s}});
     }
     t["kept_timing"] = run.kept_timing;
@@ -289,7 +290,6 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   if (!runtime.ok()) return runtime.status();
   if (absl::Status set = (*runtime)->SetData(data); !set.ok()) return set;
   RunResult r;
-  const int devices = std::max(1, static_cast<int>(plan.config().num_devices()));
   // The timed iterations' figures, of one timing.
   struct Timing {
     std::vector<double> seconds, compute, wait, optimizer, slowest, peer_wait;
@@ -300,15 +300,12 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
     double drift() const {
       return before_vs_first > 0 && after_vs_first > 0 ? after_vs_first / before_vs_first : 1;
     }
-    // 1 at the edge of steady (kSteadyWithin, kSteadyCompute*), more beyond.
-    double unsteadiness() const {
-      double u = std::fabs(drift() - 1) / kSteadyWithin;
-      if (compute_ratio > 0) {
-        u = std::max(u, compute_ratio < 1 ? (1 - compute_ratio) / (1 - kSteadyComputeLow)
-                                          : (compute_ratio - 1) / (kSteadyComputeHigh - 1));
-      }
-      return u;
+    // The slowest timed iteration over the fastest.
+    double spread() const {
+      const Stats s = Summarize(seconds);
+      return s.min > 0 ? s.max / s.min : 1;
     }
+    double unsteadiness() const { return Unsteadiness(drift(), compute_ratio, spread()); }
   };
   auto iterate = [&](bool record_loss, Timing* timed) -> absl::Status {
     absl::StatusOr<executor::IterationMetrics> m = (*runtime)->RunIteration();
@@ -340,8 +337,9 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   }
   // Profiled again around them, the timed iterations are timed again (up to
   // kTimings in all) while the profiles before and after them are more than
-  // kSteadyWithin apart or their compute is outside kSteadyComputeLow-High
-  // times the profiles' mean; the steadiest timing is kept. The losses are the
+  // kSteadyWithin apart, their compute is outside kSteadyComputeLow-High
+  // times the profiles' mean or their slowest took more than kSteadySpread
+  // times their fastest; the steadiest timing is kept. The losses are the
   // first timing's (warmups + runs of them, as the reference's); a recipe's
   // schedule is resolved for those, so a run with one is timed once.
   const bool again = !again_label.empty();
@@ -370,7 +368,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
       absl::StatusOr<planner::Resimulated> at = WithTimesOf(plan, *t.again);
       if (at.ok()) t.compute_ratio = ComputeRatioOf(Summarize(t.compute).median, *at);
     }
-    r.timings.push_back({t.drift(), t.compute_ratio, Summarize(t.seconds).median});
+    r.timings.push_back({t.drift(), t.compute_ratio, t.spread(), Summarize(t.seconds).median});
     const bool steady = t.unsteadiness() <= 1;
     if (k == 0 || t.unsteadiness() < kept.unsteadiness()) {
       kept = std::move(t);
@@ -378,10 +376,11 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
     }
     if (steady || k + 1 == timings) break;
     Log(absl::StrFormat("%s: the machine's speed moved during the timed iterations (the profile "
-                        "after them %.2fx the one before, the run's compute %.2fx their times): "
-                        "timing them again (%d of %d)",
+                        "after them %.2fx the one before, the run's compute %.2fx their times, "
+                        "the slowest iteration %.2fx the fastest): timing them again (%d of %d)",
                         again_label, r.timings.back().after_vs_before,
-                        r.timings.back().compute_ratio, k + 2, timings));
+                        r.timings.back().compute_ratio, r.timings.back().spread, k + 2,
+                        timings));
   }
   r.seconds = kept.seconds;
   r.clipped = kept.clipped;

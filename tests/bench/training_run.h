@@ -106,6 +106,7 @@ struct RunResult {
   struct TimingSummary {
     double after_vs_before = 1;  // The profile after it over the one before.
     double compute_ratio = 0;    // Its compute over their times (0: unknown).
+    double spread = 1;           // Its slowest iteration over its fastest.
     double median_s = 0;         // Its median iteration.
   };
   std::vector<TimingSummary> timings;
@@ -122,10 +123,11 @@ struct RunResult {
 // profile each model's plans come from is taken once, minutes before most
 // runs, and a shared VM's speed drifts by tens of percent meanwhile. Where
 // the two profiles are more than kSteadyWithin apart, or the run computed
-// outside kSteadyComputeLow-High times their times, the speed moved during
-// the timed iterations: they are timed again, profiled around again (without
-// a recipe; kTimings in all at most), and the steadiest timing is kept; the
-// losses stay the first timing's, warmups + runs of them.
+// outside kSteadyComputeLow-High times their times, or its slowest timed
+// iteration took more than kSteadySpread times its fastest, the speed moved
+// during the timed iterations: they are timed again, profiled around again
+// (without a recipe; kTimings in all at most), and the steadiest timing is
+// kept; the losses stay the first timing's, warmups + runs of them.
 absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::string& model_path,
                                         const common::TrainingData& data,
                                         uint64_t device_memory, double emulate_link, int runs,
