@@ -1,6 +1,14 @@
 #include "common/precise_sleep.h"
 
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -29,6 +37,37 @@ TEST(PreciseSleepTest, SetsTheCallingThreadsSlackOnlyAndSleepsAtLeastTheTime) {
 #endif
   EXPECT_GE(slept, 2e-3);
 }
+
+#if defined(__linux__)
+// The first precise sleep of a thread asks for the shortest slice where the
+// kernel has per-thread slices (it then reports the thread's slice, above
+// 0), keeping the thread's policy and nice value; elsewhere nothing changes.
+TEST(PreciseSleepTest, AsksForTheShortestSliceKeepingPolicyAndNice) {
+  int64_t before = -2, after = -2, other_after = -2;
+  int nice_after = -100, policy_after = -1;
+  std::thread t([&] {
+    const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+    ASSERT_EQ(setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 2), 0);  // Raising: unprivileged.
+    before = SchedulingSliceNs();
+    PreciseSleepFor(1e-4);
+    after = SchedulingSliceNs();
+    nice_after = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    policy_after = sched_getscheduler(0);
+  });
+  t.join();
+  std::thread u([&] { other_after = SchedulingSliceNs(); });
+  u.join();
+  ASSERT_GE(before, 0) << "sched_getattr failed";
+  if (before > 0) {
+    EXPECT_EQ(after, kShortSliceNs);
+    EXPECT_NE(other_after, kShortSliceNs);  // Another thread keeps its own.
+  } else {
+    EXPECT_EQ(after, before);  // No per-thread slices (before Linux 6.12).
+  }
+  EXPECT_EQ(nice_after, 2);
+  EXPECT_EQ(policy_after, SCHED_OTHER);
+}
+#endif
 
 }  // namespace
 }  // namespace harmony::common
