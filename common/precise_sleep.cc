@@ -6,7 +6,6 @@
 #if defined(__linux__)
 #include <sched.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,10 +13,15 @@
 #include <cstdint>
 #endif
 
+// Per-thread scheduling attributes (sched_getattr, sched_setattr).
+#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
+#define HARMONY_HAS_SCHED_ATTR 1
+#endif
+
 namespace harmony::common {
 namespace {
 
-#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
+#if defined(HARMONY_HAS_SCHED_ATTR)
 // The kernel's struct sched_attr, as of its first version (48 bytes).
 struct SchedAttr {
   uint32_t size = sizeof(SchedAttr);
@@ -76,7 +80,7 @@ int64_t TimerSlackNs() {
 }
 
 int64_t SchedulingSliceNs() {
-#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
+#if defined(HARMONY_HAS_SCHED_ATTR)
   SchedAttr a;
   return GetAttr(&a) ? static_cast<int64_t>(a.runtime) : -1;
 #else
