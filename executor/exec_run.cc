@@ -370,6 +370,7 @@ int RunCommand(const std::vector<std::string>& args) {
   std::vector<std::string> history;
   std::vector<double> compute_per_iteration;  // This run's, for the check against the plan.
   std::vector<harmony::executor::IterationBalance> balance_per_iteration;  // The same.
+  std::vector<harmony::executor::LinkLateness> lateness_per_iteration;  // The same.
   int start = 0;
   if (!resume.empty()) {
     // Rank 0 reads the checkpoint and sends it to the others (their servers
@@ -477,6 +478,7 @@ int RunCommand(const std::vector<std::string>& args) {
     seconds += m->seconds;
     compute_per_iteration.push_back(m->compute_s);
     balance_per_iteration.push_back(harmony::executor::BalanceOf(*m));
+    lateness_per_iteration.push_back(harmony::executor::LatenessOf(*m));
     uint64_t peak = 0;
     for (uint64_t p : m->device_peak_bytes) peak = std::max(peak, p);
     const double busy = m->compute_s + m->swap_wait_s;
@@ -622,6 +624,8 @@ int RunCommand(const std::vector<std::string>& args) {
   const harmony::executor::BalanceCheck balance =
       harmony::executor::CheckDeviceBalance(std::move(balance_per_iteration));
   if (!balance.text.empty()) std::cout << balance.text << "\n";
+  const std::string late = CheckLinkLateness(std::move(lateness_per_iteration)).text;
+  if (!late.empty()) std::cout << late << "\n";
   if (!out.empty()) {
     if (absl::Status s = (*runtime)->SaveModel(out); !s.ok()) return Fail(s);
     std::cout << "wrote the trained model to " << out << "\n";

@@ -34,6 +34,13 @@ void HostLink::Cross(LinkDirection direction, uint64_t bytes, double since) {
   }
   const double wait = end - Now();
   common::PreciseSleepFor(wait);  // Not Linux's default 50 us late.
+  // Late: woken after the end (the core ran another thread), or the real
+  // copy took longer than the link would have.
+  const double late = std::max(0.0, Now() - end);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++copies_[d];
+  late_s_[d] += late;
+  late_max_s_[d] = std::max(late_max_s_[d], late);
 }
 
 LinkUse HostLink::TakeUse(LinkDirection direction) {
@@ -45,6 +52,11 @@ LinkUse HostLink::TakeUse(LinkDirection direction) {
     spans.swap(spans_[d]);
     use.bytes = bytes_[d];
     bytes_[d] = 0;
+    use.copies = copies_[d];
+    use.late_s = late_s_[d];
+    use.late_max_s = late_max_s_[d];
+    copies_[d] = 0;
+    late_s_[d] = late_max_s_[d] = 0;
   }
   std::sort(spans.begin(), spans.end());
   double covered_until = -1;  // Spans are on the link's clock, from 0.

@@ -10,6 +10,9 @@
 // bytes, and the seconds during which at least one copy was crossing, so
 // that bytes / busy seconds is the link's rate while in use, however many
 // devices copied at once (on a GPU, the rate the swaps get from PCIe).
+// Emulated, it also keeps how late its copies came back past their emulated
+// end: a copy thread that wakes late (its core busy with compute) holds its
+// device's next step, where a real link's copy would have been done.
 //
 // Thread-safety: thread-safe.
 
@@ -28,9 +31,14 @@ enum class LinkDirection { kToDevice = 0, kToHost = 1 };
 
 // What crossed the link in one direction: bytes, and the seconds during
 // which at least one copy was crossing (the union of the copies' spans).
+// Emulated: how many copies crossed, and by how many seconds they came back
+// after their emulated end, summed and the largest (0 when not emulated).
 struct LinkUse {
   uint64_t bytes = 0;
   double busy_s = 0;
+  int64_t copies = 0;
+  double late_s = 0;
+  double late_max_s = 0;
 };
 
 class HostLink {
@@ -47,7 +55,8 @@ class HostLink {
   // Holds the caller until `bytes` have crossed in `direction`, counting
   // from `since` (a Now() value) or from when the link is free.
   // Emulated or not, the copy's span (from `since` until now, or its
-  // emulated span) and bytes count in the link's use.
+  // emulated span) and bytes count in the link's use; emulated, so does how
+  // late the caller is let go past the copy's emulated end.
   void Cross(LinkDirection direction, uint64_t bytes, double since);
 
   // The use in `direction` since the last TakeUse of it (or since the link
@@ -62,6 +71,8 @@ class HostLink {
   // Per direction, since the last TakeUse: bytes, and the copies' spans.
   uint64_t bytes_[2] = {0, 0};                          // Guarded by mu_.
   std::vector<std::pair<double, double>> spans_[2];     // Guarded by mu_.
+  int64_t copies_[2] = {0, 0};                          // Guarded by mu_.
+  double late_s_[2] = {0, 0}, late_max_s_[2] = {0, 0};  // Guarded by mu_.
 };
 
 }  // namespace harmony::executor

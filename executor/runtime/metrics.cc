@@ -57,6 +57,15 @@ std::string MetricsJson(const IterationMetrics& m) {
       {"emulated_host_link", m.emulated_link},
       {"lr", m.learning_rate},
   };
+  if (m.emulated_link) {
+    nlohmann::json& link = j["host_link"];
+    link["to_device_copies"] = m.to_device_copies;
+    link["to_device_late_s"] = m.to_device_late_s;
+    link["to_device_late_max_s"] = m.to_device_late_max_s;
+    link["to_host_copies"] = m.to_host_copies;
+    link["to_host_late_s"] = m.to_host_late_s;
+    link["to_host_late_max_s"] = m.to_host_late_max_s;
+  }
   if (m.clipping) {
     j["grad_norm"] = m.grad_norm;
     j["clip"] = {{"coef", m.clip_coef},
@@ -185,6 +194,45 @@ BalanceCheck CheckDeviceBalance(std::vector<IterationBalance> iterations) {
       "they waited for each other %.1f%% of their time (medians of %d; vDP reductions and "
       "weights shared between devices run them in step)",
       c.slowest_over_mean, 100 * c.peer_wait_share, static_cast<int>(slowest.size()));
+  return c;
+}
+
+LinkLateness LatenessOf(const IterationMetrics& m) {
+  LinkLateness l;
+  if (!m.emulated_link) return l;
+  l.copies = m.to_device_copies + m.to_host_copies;
+  l.in_s = m.to_device_late_s;
+  l.in_max_s = m.to_device_late_max_s;
+  l.out_s = m.to_host_late_s;
+  l.out_max_s = m.to_host_late_max_s;
+  return l;
+}
+
+LinkLateness CheckLinkLateness(std::vector<LinkLateness> iterations) {
+  LinkLateness c;
+  if (iterations.size() > 1) iterations.erase(iterations.begin());
+  std::vector<double> copies, in, in_max, out, out_max;
+  for (const LinkLateness& l : iterations) {
+    if (l.copies == 0) continue;
+    copies.push_back(static_cast<double>(l.copies));
+    in.push_back(l.in_s);
+    in_max.push_back(l.in_max_s);
+    out.push_back(l.out_s);
+    out_max.push_back(l.out_max_s);
+  }
+  if (copies.empty()) return c;
+  c.copies = static_cast<int64_t>(Median(copies));
+  c.in_s = Median(in);
+  c.in_max_s = Median(in_max);
+  c.out_s = Median(out);
+  c.out_max_s = Median(out_max);
+  c.text = absl::StrFormat(
+      "emulated link: its %d copies per iteration came back %.1f ms late in all going in "
+      "(the latest %.2f ms), %.1f ms going out (%.2f ms) (medians of %d): the devices' copies "
+      "held past their ends on the link, which the simulator does not price (copy threads "
+      "waking late on cores the compute fills, or copies slower than the link)",
+      static_cast<int>(c.copies), 1e3 * c.in_s, 1e3 * c.in_max_s, 1e3 * c.out_s,
+      1e3 * c.out_max_s, static_cast<int>(copies.size()));
   return c;
 }
 

@@ -81,6 +81,13 @@ struct IterationMetrics {
   // in use: on a GPU, against pinned copies, how well the swaps use PCIe.
   uint64_t to_device_link_bytes = 0, to_host_link_bytes = 0;
   double to_device_busy_s = 0, to_host_busy_s = 0;
+  // Emulated (emulated_link), per direction: the copies, and by how many
+  // seconds they came back past their emulated end, summed and the largest
+  // (LinkUse). Each late second holds a device's next step; the simulator
+  // prices none.
+  int64_t to_device_copies = 0, to_host_copies = 0;
+  double to_device_late_s = 0, to_device_late_max_s = 0;
+  double to_host_late_s = 0, to_host_late_max_s = 0;
   // The learning rate of this iteration's update (the schedule's).
   double learning_rate = 0;
   // With gradient clipping (RuntimeOptions::clip_grad_norm): the total
@@ -175,6 +182,18 @@ struct BalanceCheck {
   std::string text;
 };
 BalanceCheck CheckDeviceBalance(std::vector<IterationBalance> iterations);
+
+// How late an emulated link's copies came back in one iteration (the
+// metrics' to_*_late_s), and over the iterations (the first left out when
+// there are more): the medians, and a line for people; empty text when the
+// link was not emulated.
+struct LinkLateness {
+  int64_t copies = 0;  // Both ways.
+  double in_s = 0, in_max_s = 0, out_s = 0, out_max_s = 0;
+  std::string text;
+};
+LinkLateness LatenessOf(const IterationMetrics& m);
+LinkLateness CheckLinkLateness(std::vector<LinkLateness> iterations);
 
 }  // namespace harmony::executor
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace harmony::executor {
 namespace {
@@ -106,6 +107,48 @@ TEST(MetricsTest, DeviceBalance) {
   EXPECT_TRUE(CheckDeviceBalance({BalanceOf(Balance({1.0}, 0, 0)), BalanceOf(Balance({1.0}, 0, 0))})
                   .text.empty());
   EXPECT_TRUE(CheckDeviceBalance({}).text.empty());
+}
+
+IterationMetrics Late(int64_t copies, double in, double in_max, double out, double out_max) {
+  IterationMetrics m;
+  m.emulated_link = true;
+  m.to_device_copies = copies;
+  m.to_host_copies = copies;
+  m.to_device_late_s = in;
+  m.to_device_late_max_s = in_max;
+  m.to_host_late_s = out;
+  m.to_host_late_max_s = out_max;
+  return m;
+}
+
+TEST(MetricsTest, LinkLateness) {
+  // The first iteration is left out; the medians of the rest, each figure
+  // its own.
+  LinkLateness c = CheckLinkLateness({LatenessOf(Late(5, 9, 9, 9, 9)),
+                                      LatenessOf(Late(50, 0.300, 0.0010, 0.140, 0.0009)),
+                                      LatenessOf(Late(60, 0.290, 0.0020, 0.150, 0.0007)),
+                                      LatenessOf(Late(70, 0.310, 0.0005, 0.145, 0.0008))});
+  EXPECT_EQ(c.copies, 120);
+  EXPECT_DOUBLE_EQ(c.in_s, 0.300);
+  EXPECT_DOUBLE_EQ(c.in_max_s, 0.0010);
+  EXPECT_DOUBLE_EQ(c.out_s, 0.145);
+  EXPECT_DOUBLE_EQ(c.out_max_s, 0.0008);
+  EXPECT_NE(c.text.find("its 120 copies per iteration came back 300.0 ms late in all going in "
+                        "(the latest 1.00 ms), 145.0 ms going out (0.80 ms) (medians of 3)"),
+            std::string::npos)
+      << c.text;
+  // Not emulated: nothing to say, whatever the fields.
+  IterationMetrics real = Late(5, 1, 1, 1, 1);
+  real.emulated_link = false;
+  EXPECT_EQ(LatenessOf(real).copies, 0);
+  EXPECT_TRUE(CheckLinkLateness({LatenessOf(real), LatenessOf(real)}).text.empty());
+  EXPECT_TRUE(CheckLinkLateness({}).text.empty());
+  // metrics.jsonl carries them when emulated, and only then.
+  const nlohmann::json j = nlohmann::json::parse(MetricsJson(Late(7, 0.25, 0.01, 0.5, 0.02)));
+  EXPECT_EQ(j["host_link"]["to_device_copies"], 7);
+  EXPECT_DOUBLE_EQ(j["host_link"]["to_host_late_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["host_link"]["to_host_late_max_s"].get<double>(), 0.02);
+  EXPECT_FALSE(nlohmann::json::parse(MetricsJson(real))["host_link"].contains("to_device_late_s"));
 }
 
 }  // namespace

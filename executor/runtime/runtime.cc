@@ -404,6 +404,12 @@ absl::StatusOr<IterationMetrics> Runtime::RunIteration() {
   out.to_device_busy_s = to_device.busy_s;
   out.to_host_link_bytes = to_host.bytes;
   out.to_host_busy_s = to_host.busy_s;
+  out.to_device_copies = to_device.copies;
+  out.to_device_late_s = to_device.late_s;
+  out.to_device_late_max_s = to_device.late_max_s;
+  out.to_host_copies = to_host.copies;
+  out.to_host_late_s = to_host.late_s;
+  out.to_host_late_max_s = to_host.late_max_s;
   for (size_t d = 0; d < m.devices.size(); ++d) {
     out.device_peak_bytes.push_back(m.devices[d]->peak());
     out.device_peak_activity.push_back(m.devices[d]->peak_activity());

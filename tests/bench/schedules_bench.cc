@@ -137,6 +137,9 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
     if (run.compute_s + run.swap_wait_s > 0) {
       r["peer_wait_share"] = run.peer_wait_s / (run.compute_s + run.swap_wait_s);
     }
+    // The emulated link's copies held past their ends, which the simulator
+    // does not price.
+    if (link > 0) r["link_late_s"] = run.link_late_s;
   }
   // The plan simulated with its vLayers profiled again around the run.
   if (nlohmann::json t = RetimedJson(made.plan, run); !t.empty()) r["retimed"] = std::move(t);
@@ -461,9 +464,14 @@ absl::StatusOr<nlohmann::json> BenchSchedules(const BenchOptions& o, double emul
           r["device_peak_bytes"] = run->device_peak_bytes;
           r["swap_wait_s"] = run->swap_wait_s;
           r["optimizer_s"] = run->optimizer_s;
-          Log(absl::StrFormat("schedules: %s: %s over the host link, %.3f s (%.3f s simulated%s)",
-                              label, common::FormatBytes(HostLinkBytes(run->bytes)),
-                              seconds.median, made.result.sim.iteration_s, RetimedText(r)));
+          Log(absl::StrFormat(
+              "schedules: %s: %s over the host link, %.3f s (%.3f s simulated%s)%s", label,
+              common::FormatBytes(HostLinkBytes(run->bytes)), seconds.median,
+              made.result.sim.iteration_s, RetimedText(r),
+              r.contains("link_late_s")
+                  ? absl::StrFormat("; copies back late %.0f ms per iteration",
+                                    1e3 * r["link_late_s"].get<double>())
+                  : std::string()));
           runs.push_back(std::move(r));
         }
         // On-demand at Harmony's microbatch too, when its planner took

@@ -292,7 +292,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   RunResult r;
   // The timed iterations' figures, of one timing.
   struct Timing {
-    std::vector<double> seconds, compute, wait, optimizer, slowest, peer_wait;
+    std::vector<double> seconds, compute, wait, optimizer, slowest, peer_wait, late;
     int clipped = 0, redone = 0;
     std::optional<proto::ProfileFile> again;  // The two profiles around it, averaged.
     double before_vs_first = 0, after_vs_first = 0;
@@ -317,6 +317,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
       timed->wait.push_back(m->swap_wait_s);
       timed->optimizer.push_back(m->optimizer_s);
       timed->peer_wait.push_back(m->peer_wait_s);
+      timed->late.push_back(m->to_device_late_s + m->to_host_late_s);
       if (!m->device_compute_s.empty()) {
         timed->slowest.push_back(
             *std::max_element(m->device_compute_s.begin(), m->device_compute_s.end()));
@@ -392,6 +393,7 @@ absl::StatusOr<RunResult> TrainWithPlan(const proto::Plan& plan, const std::stri
   r.swap_wait_s = Summarize(kept.wait).median;
   r.optimizer_s = Summarize(kept.optimizer).median;
   r.peer_wait_s = Summarize(kept.peer_wait).median;
+  r.link_late_s = Summarize(kept.late).median;
   if (!kept.slowest.empty()) r.slowest_device_compute_s = Summarize(kept.slowest).median;
   return r;
 }

@@ -91,6 +91,9 @@ struct RunResult {
   // Medians of the slowest device's compute per iteration and of the
   // devices' waits for each other (IterationMetrics::peer_wait_s).
   double slowest_device_compute_s = 0, peer_wait_s = 0;
+  // Emulated link: the median per iteration of how late its copies came
+  // back past their emulated ends, both ways summed (IterationMetrics).
+  double link_late_s = 0;
   // With clipping: timed iterations where it fired, and where speculated
   // updates were redone.
   int clipped = 0, redone = 0;
