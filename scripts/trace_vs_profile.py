@@ -10,7 +10,7 @@ run); FORWARD_U / BACKWARD_U: the plan's forward and backward microbatch sizes
 median measured duration beside the profile's times (alone, beside busy devices,
 one vLayer over and over, and as the simulator prices the pack: beside busy
 devices, its later vLayers at their chained share), then the totals and the
-measured / profiled ratios.
+measured / profiled ratios per task kind and in all.
 """
 import collections
 import json
@@ -53,18 +53,23 @@ def main(trace_path, profile_path, forward_u, backward_u):
                                for k in range(a, b + 1))
         median = statistics.median(durations)
         n = len(durations)
-        total["measured"] += median * n
-        for s, v in prof.items():
-            total[s or "_alone"] += v * n
+        for part in ("", kind):
+            total[part, "measured"] += median * n
+            for s, v in prof.items():
+                total[part, s or "_alone"] += v * n
         print(f"{kind:22s} {a:3d}-{b:<3d} n={n:4d} measured {median * 1e3:8.3f} ms  "
               f"alone {prof[''] * 1e3:8.3f}  busy {prof['_busy'] * 1e3:8.3f}  "
               f"one {prof['_one'] * 1e3:8.3f}  as priced {prof['_chained'] * 1e3:8.3f}")
     if not total:
         sys.exit(f"{trace_path}: no compute tasks")
-    measured = total["measured"]
-    print(f"total measured {measured:.3f} s; measured / alone {measured / total['_alone']:.2f}, "
-          f"/ busy {measured / total['_busy']:.2f}, / as priced (busy, chained) "
-          f"{measured / total['_chained']:.2f}")
+    # Per task kind, then in all: the forward and the backward may stand
+    # apart from the profile, which one scale for all compute misprices.
+    for part in sorted({p for p, _ in total if p}) + [""]:
+        measured = total[part, "measured"]
+        print(f"{part or 'total':22s} measured {measured:.3f} s; measured / alone "
+              f"{measured / total[part, '_alone']:.2f}, / busy "
+              f"{measured / total[part, '_busy']:.2f}, / one {measured / total[part, '_one']:.2f}, "
+              f"/ as priced (busy, chained) {measured / total[part, '_chained']:.2f}")
 
 
 if __name__ == "__main__":
