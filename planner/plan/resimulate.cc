@@ -39,12 +39,6 @@ double ForwardChained(const proto::MicrobatchProfile& m) {
 double BackwardChained(const proto::MicrobatchProfile& m) {
   return m.backward_chained() > 0 ? m.backward_chained() : 1.0;
 }
-double ForwardAgain(const proto::MicrobatchProfile& m) {
-  return m.forward_again() > 0 ? m.forward_again() : 1.0;
-}
-double BackwardAgain(const proto::MicrobatchProfile& m) {
-  return m.backward_again() > 0 ? m.backward_again() : 1.0;
-}
 
 // The times the simulator uses most (alone and beside busy devices), summed.
 double Weight(const proto::MicrobatchProfile& m) {
@@ -77,12 +71,6 @@ void AverageComputeTimes(proto::ProfileFile& profile, const proto::ProfileFile& 
       }
       if (m.backward_chained() > 0 || o->backward_chained() > 0) {
         m.set_backward_chained((BackwardChained(m) + BackwardChained(*o)) / 2);
-      }
-      if (m.forward_again() > 0 || o->forward_again() > 0) {
-        m.set_forward_again((ForwardAgain(m) + ForwardAgain(*o)) / 2);
-      }
-      if (m.backward_again() > 0 || o->backward_again() > 0) {
-        m.set_backward_again((BackwardAgain(m) + BackwardAgain(*o)) / 2);
       }
     }
   }
@@ -143,8 +131,6 @@ absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,
       if (t != nullptr) {  // A size it lacks keeps its own factors.
         m.set_forward_chained(t->forward_chained());
         m.set_backward_chained(t->backward_chained());
-        m.set_forward_again(t->forward_again());
-        m.set_backward_again(t->backward_again());
       }
       ++(t != nullptr ? out.rows_taken : out.rows_scaled);
     }

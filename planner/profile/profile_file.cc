@@ -155,37 +155,25 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
                           "compute)\n",
                           p.num_devices() - 1, busy_f, busy_b);
   }
-  // The chained and again factors, the same for every vLayer of a size.
-  std::map<uint32_t, std::pair<double, double>> chained, again;
+  // The chained factors, the same for every vLayer of a size.
+  std::map<uint32_t, std::pair<double, double>> chained;
   for (const proto::VLayerProfile& v : p.vlayers()) {
     for (const M& m : v.by_microbatch()) {
       auto& [f, b] = chained[m.size()];
       f = std::max(f, m.forward_chained());
       b = std::max(b, m.backward_chained());
-      auto& [fa, ba] = again[m.size()];
-      fa = std::max(fa, m.forward_again());
-      ba = std::max(ba, m.backward_again());
     }
   }
-  auto by_size = [](const std::map<uint32_t, std::pair<double, double>>& factors) {
-    std::string sizes;
-    for (const auto& [size, fb] : factors) {
-      if (fb.first <= 0 && fb.second <= 0) continue;
-      absl::StrAppendFormat(&sizes, "%s%u: %.2fx, %.2fx", sizes.empty() ? "" : "; ", size,
-                            fb.first, fb.second);
-    }
-    return sizes;
-  };
-  if (const std::string sizes = by_size(chained); !sizes.empty()) {
+  std::string sizes;
+  for (const auto& [size, fb] : chained) {
+    if (fb.first <= 0 && fb.second <= 0) continue;
+    absl::StrAppendFormat(&sizes, "%s%u: %.2fx, %.2fx", sizes.empty() ? "" : "; ", size,
+                          fb.first, fb.second);
+  }
+  if (!sizes.empty()) {
     absl::StrAppend(&out, "a task's later vLayers, forward and backward (pairs timed as one "
                           "task), at microbatch ", sizes, " their time in turn (the simulator "
                           "prices a pack's second and later vLayers so)\n");
-  }
-  if (const std::string sizes = by_size(again); !sizes.empty()) {
-    absl::StrAppend(&out, "a task's later microbatches, forward and backward (vLayers run "
-                          "again on their weights), at microbatch ", sizes, " a first one's "
-                          "time (the simulator prices a task's second and later microbatches "
-                          "so)\n");
   }
   return out;
 }

@@ -398,8 +398,6 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
         if (busy && bf[k]) row.set_backward_time_busy_s(busy->backward[k]);
         if (ff[k]) row.set_forward_chained(turn.forward_chained);
         if (bf[k]) row.set_backward_chained(turn.backward_chained);
-        if (ff[k]) row.set_forward_again(turn.forward_again);
-        if (bf[k]) row.set_backward_again(turn.backward_again);
       }
     }
     for (int k = 0; k < n; ++k) {

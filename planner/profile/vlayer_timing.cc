@@ -217,9 +217,6 @@ struct Step {
   bool backward = false;
   bool beside = false;  // Computed beside the other lanes (at the barrier).
   bool pair = false;    // vLayers k and k + 1 as one task (ExecutePair).
-  // Step k again on the step before's weights (a task's later microbatch):
-  // only its inputs copied afresh.
-  bool again = false;
 };
 
 // Runs `steps` as a device of the runtime does: a copy thread copies each
@@ -318,9 +315,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   {
     std::unique_ptr<Target::Scope> scope =
         memory->Enter(lane, Target::Role::kCompute, "compute");
-    std::vector<Prepared> held;  // The step before an `again` one, kept on the device.
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const Step& step = steps[i];
+    for (const Step& step : steps) {
       std::vector<Prepared> parts;
       {
         std::unique_lock<std::mutex> lock(mu);
@@ -340,15 +335,6 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         if (!barrier->Arrive()) break;
       }
       if (barrier != nullptr && !barrier->Arrive()) break;
-      if (step.again) {
-        // The held step's weights, read on this core a step before, and
-        // its gradients, added into: what the copier made of them is dropped.
-        for (size_t j = 0; j < parts.size() && j < held.size(); ++j) {
-          parts[j].params = std::move(held[j].params);
-          parts[j].buffers = std::move(held[j].buffers);
-        }
-        held.clear();
-      }
       double t = 0;
       status = common::CallTorch("", [&] {
         t = step.pair ? ExecutePair(c, step.backward, parts[0], parts[1])
@@ -356,10 +342,6 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       });
       if (!status.ok()) break;
       times.push_back(t);
-      if (i + 1 < steps.size() && steps[i + 1].again) {
-        held = std::move(parts);  // Not copied out: the next step computes on it.
-        continue;
-      }
       std::unique_lock<std::mutex> lock(mu);
       // On a GPU a step waits (untimed) while the copy-out is two behind,
       // as a device of the runtime holds only its own tasks' tensors: an
@@ -455,17 +437,13 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
   auto pairs = [&](int k, const std::vector<bool>& fits) {
     return k % 2 == 0 && k + 1 < n && fits[k] && fits[k + 1] && OnlyReaderIsNext(*c.d, k);
   };
-  // Every other vLayer (k odd) also runs again right after its step, on
-  // the same weights: a task's later microbatch (TurnTimes::forward_again).
   std::vector<Step> one_pass;
   for (int k = 0; k < n; ++k) {
     if (forward_fits[k]) one_pass.push_back({k, false});
-    if (forward_fits[k] && k % 2 == 1) one_pass.push_back({k, false, false, false, true});
     if (k > 0 && pairs(k - 1, forward_fits)) one_pass.push_back({k - 1, false, false, true});
   }
   for (int k = n - 1; k >= 0; --k) {
     if (backward_fits[k]) one_pass.push_back({k, true});
-    if (backward_fits[k] && k % 2 == 1) one_pass.push_back({k, true, false, false, true});
     if (pairs(k, backward_fits)) one_pass.push_back({k, true, false, true});
   }
   // Lane 0 runs each step alone and, with others, at once again beside
@@ -478,7 +456,7 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
     for (const Step& s : one_pass) {
       steps.push_back(s);
       if (others > 0) {
-        steps.push_back({s.k, s.backward, true, s.pair, s.again});
+        steps.push_back({s.k, s.backward, true, s.pair});
         beside_steps.push_back(steps.back());
       }
     }
@@ -538,9 +516,6 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
   // Per vLayer, the passes' times alone and beside (the mean of the lanes'),
   // and of the pairs that start at it.
   std::vector<std::vector<double>> f(n), b(n), fb(n), bb(n), pf(n), pb(n), pfb(n), pbb(n);
-  std::vector<std::vector<double>> af(n), ab(n), afb(n), abb(n);  // Again.
-  // Each again step's first run, alone and beside: the step before it.
-  std::vector<std::vector<double>> of(n), ob(n), ofb(n), obb(n);
   size_t beside = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
@@ -552,15 +527,9 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
       }
       ++beside;
     }
-    auto& to = s.again  ? (s.beside ? (s.backward ? abb : afb) : (s.backward ? ab : af))
-               : s.pair ? (s.beside ? (s.backward ? pbb : pfb) : (s.backward ? pb : pf))
-                        : (s.beside ? (s.backward ? bb : fb) : (s.backward ? b : f));
+    auto& to = s.pair ? (s.beside ? (s.backward ? pbb : pfb) : (s.backward ? pb : pf))
+                      : (s.beside ? (s.backward ? bb : fb) : (s.backward ? b : f));
     to[s.k].push_back(time);
-  }
-  for (int k = 0; k < n; ++k) {
-    // The first runs of the vLayers run again: their steps' times.
-    if (!af[k].empty()) of[k] = f[k], ofb[k] = fb[k];
-    if (!ab[k].empty()) ob[k] = b[k], obb[k] = bb[k];
   }
   TurnTimes t;
   if (others > 0) t.beside.emplace();
@@ -595,20 +564,6 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
   };
   t.forward_chained = factor(chained(pf, f), others > 0 ? chained(pfb, fb) : std::nullopt);
   t.backward_chained = factor(chained(pb, b), others > 0 ? chained(pbb, bb) : std::nullopt);
-  // The again runs' time over their first runs', summed over the vLayers.
-  auto again = [&](const std::vector<std::vector<double>>& runs,
-                   const std::vector<std::vector<double>>& first) -> std::optional<double> {
-    double sum = 0, own = 0;
-    for (int k = 0; k < n; ++k) {
-      if (runs[k].empty() || first[k].empty()) continue;
-      sum += Mean(runs[k]);
-      own += Mean(first[k]);
-    }
-    if (!(own > 0)) return std::nullopt;
-    return sum / own;
-  };
-  t.forward_again = factor(again(af, of), others > 0 ? again(afb, ofb) : std::nullopt);
-  t.backward_again = factor(again(ab, ob), others > 0 ? again(abb, obb) : std::nullopt);
   return t;
 }
 

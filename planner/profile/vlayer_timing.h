@@ -135,15 +135,6 @@ struct TurnTimes {
   // 0.91-0.92x.
   double forward_chained = 1;
   double backward_chained = 1;
-  // A task's later microbatch takes this fraction of its time in turn:
-  // measured on every other vLayer (odd k), run again right after its step
-  // on the same weights (their gradients accumulated, as from a task's
-  // second microbatch on) and fresh inputs: the sum of those times over the
-  // sum of the steps', alone and beside. 1 without them. On the 2-core AMD
-  // bench VM the runtime's vgg backward tasks computed their later
-  // microbatches 0.80-0.90x their first (forwards of one vLayer 1.00x).
-  double forward_again = 1;
-  double backward_again = 1;
 };
 // The least chained factor kept (a pair timed far below its first vLayer's
 // own time is noise).

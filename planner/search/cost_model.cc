@@ -163,8 +163,6 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       row.cost.backward_alone_s = r.backward_time_s();
       if (r.forward_chained() > 0) row.cost.forward_chained = r.forward_chained();
       if (r.backward_chained() > 0) row.cost.backward_chained = r.backward_chained();
-      if (r.forward_again() > 0) row.cost.forward_again = r.forward_again();
-      if (r.backward_again() > 0) row.cost.backward_again = r.backward_again();
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.backward_first_peak = r.backward_first_peak_bytes();
@@ -304,12 +302,10 @@ LayerCost CostModel::Compute(int layer, int u) const {
                   c.forward_s = a.cost.forward_s * t;
                   c.forward_alone_s = a.cost.forward_alone_s * t;
                   c.forward_chained = a.cost.forward_chained;
-                  c.forward_again = a.cost.forward_again;
                   c.forward_peak = static_cast<uint64_t>(a.cost.forward_peak * t);
                   return;
                 }
                 c.forward_chained = Lerp(a.cost.forward_chained, b.cost.forward_chained, t);
-                c.forward_again = Lerp(a.cost.forward_again, b.cost.forward_again, t);
                 c.forward_s = Lerp(a.cost.forward_s, b.cost.forward_s, t);
                 c.forward_alone_s = Lerp(a.cost.forward_alone_s, b.cost.forward_alone_s, t);
                 c.forward_peak = LerpBytes(a.cost.forward_peak, b.cost.forward_peak, t);
@@ -320,7 +316,6 @@ LayerCost CostModel::Compute(int layer, int u) const {
                   c.backward_s = a.cost.backward_s * t;
                   c.backward_alone_s = a.cost.backward_alone_s * t;
                   c.backward_chained = a.cost.backward_chained;
-                  c.backward_again = a.cost.backward_again;
                   c.backward_peak = static_cast<uint64_t>(a.cost.backward_peak * t);
                   c.backward_first_peak = static_cast<uint64_t>(a.cost.backward_first_peak * t);
                   c.saved_bytes = static_cast<uint64_t>(a.cost.saved_bytes * t);
@@ -329,7 +324,6 @@ LayerCost CostModel::Compute(int layer, int u) const {
                 }
                 c.backward_s = Lerp(a.cost.backward_s, b.cost.backward_s, t);
                 c.backward_chained = Lerp(a.cost.backward_chained, b.cost.backward_chained, t);
-                c.backward_again = Lerp(a.cost.backward_again, b.cost.backward_again, t);
                 c.backward_alone_s = Lerp(a.cost.backward_alone_s, b.cost.backward_alone_s, t);
                 c.backward_peak = LerpBytes(a.cost.backward_peak, b.cost.backward_peak, t);
                 c.backward_first_peak =
@@ -530,15 +524,9 @@ double CostModel::BackwardSeconds(int begin, int end, int u, bool alone) const {
   return PackSeconds(/*backward=*/true, begin, end, u, alone);
 }
 
-double CostModel::AgainFactor(bool backward, int begin, int u) const {
-  if (begin < 0 || begin >= num_layers()) return 1;
-  const LayerCost c = Cost(begin, u);
-  return backward ? c.backward_again : c.forward_again;
-}
-
 double CostModel::LeastBackwardSeconds(int layer, int u) const {
   const LayerCost c = Cost(layer, u);
-  return c.backward_s * c.backward_chained * std::min(1.0, c.backward_again);
+  return c.backward_s * c.backward_chained;
 }
 
 double CostModel::KeptBackwardSeconds(int begin, int end, int u, bool alone) const {

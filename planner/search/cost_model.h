@@ -51,10 +51,6 @@ struct LayerCost {
   // profiles without it).
   double forward_chained = 1;
   double backward_chained = 1;
-  // In a task's second and later microbatches, this fraction of the times
-  // above (proto forward_again; 1 in profiles without it).
-  double forward_again = 1;
-  double backward_again = 1;
   uint64_t forward_peak = 0;
   uint64_t backward_peak = 0;
   // Before the gradients exist (a task's first microbatch); 0: unknown.
@@ -199,12 +195,8 @@ class CostModel {
   // order).
   double ForwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
   double BackwardSeconds(int begin, int end, int microbatch, bool alone = false) const;
-  // What a task's second and later microbatches take of those times (its
-  // first vLayer's LayerCost::forward_again; the same for every vLayer at
-  // a size).
-  double AgainFactor(bool backward, int begin, int microbatch) const;
   // The least vLayer `layer`'s backward adds to any pack it is in: its
-  // chained time in a later microbatch (a lower bound for the search).
+  // chained time (a lower bound for the search).
   double LeastBackwardSeconds(int layer, int microbatch) const;
   // A kept pack's backward (Config::keep): without the recompute, the
   // backward's time less the forward's, per vLayer (at least half the

@@ -90,10 +90,9 @@ absl::StatusOr<Packing> Balanced(const CostModel& m, const PackRequest& r,
 
 double PackCost(const CostModel& m, const PackRequest& r, int b, int e) {
   const int u = r.microbatch;
-  // The first microbatch at its time, the later ones at their share of it.
-  const bool backward = r.phase != PackPhase::kForward;
-  const double compute = (backward ? m.BackwardSeconds(b, e, u) : m.ForwardSeconds(b, e, u)) *
-                         (1 + std::max(r.microbatches - 1, 0) * m.AgainFactor(backward, b, u));
+  const double compute = (r.phase == PackPhase::kForward ? m.ForwardSeconds(b, e, u)
+                                                         : m.BackwardSeconds(b, e, u)) *
+                         r.microbatches;
   uint64_t swap_bytes = m.WeightBytes(b, e);
   if (r.phase == PackPhase::kBackward) swap_bytes += m.GradientBytes(b, e);
   const double swap = static_cast<double>(swap_bytes) / r.swap_bandwidth;

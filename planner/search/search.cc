@@ -231,11 +231,8 @@ absl::StatusOr<SearchResult> SearchSchedule(const CostModel& model,
             own_sizes(ub)
                 ? BackwardSecondsLowerBound(model, samples, ub,
                                             std::min(model.max_forward_microbatch(), samples))
-                : full * model.BackwardSeconds(0, layers, ub) *
-                          model.AgainFactor(/*backward=*/true, 0, ub) +
-                      (rest > 0 ? model.BackwardSeconds(0, layers, rest) *
-                                      model.AgainFactor(/*backward=*/true, 0, rest)
-                                : 0.0);
+                : full * model.BackwardSeconds(0, layers, ub) +
+                      (rest > 0 ? model.BackwardSeconds(0, layers, rest) : 0.0);
         if (mode == Mode::kVpp) bound /= o.num_devices;
         const double limit = std::min(fastest * (1 + o.time_tolerance), cap);
         if (bound > limit * (1 + 1e-9)) {

@@ -331,17 +331,11 @@ void Sim::Build() {
         deps.insert(deps.end(), host_out[place - pending].begin(), host_out[place - pending].end());
       }
       const bool kept = t.kind == TaskKind::kBackward && g_.config.Keeps(t.pack);
-      // A task's second and later microbatches compute on weights and
-      // gradients the device's core read a microbatch before.
-      const double again =
-          place > 0 ? m_.AgainFactor(t.kind != TaskKind::kForward, t.vlayers.begin, mb.size)
-                    : 1.0;
       auto seconds = [&](bool alone) {
         const int begin = t.vlayers.begin, end = t.vlayers.end;
-        return again *
-               (t.kind == TaskKind::kForward ? m_.ForwardSeconds(begin, end, mb.size, alone)
-                : kept ? m_.KeptBackwardSeconds(begin, end, mb.size, alone)
-                       : m_.BackwardSeconds(begin, end, mb.size, alone));
+        return t.kind == TaskKind::kForward ? m_.ForwardSeconds(begin, end, mb.size, alone)
+               : kept ? m_.KeptBackwardSeconds(begin, end, mb.size, alone)
+                      : m_.BackwardSeconds(begin, end, mb.size, alone);
       };
       const int compute = Add(d, kCompute, kNoLink, seconds(false), deps,
                               Name([&] { return absl::StrCat(label, " #", mb.index); }));
