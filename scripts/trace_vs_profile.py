@@ -10,7 +10,8 @@ run); FORWARD_U / BACKWARD_U: the plan's forward and backward microbatch sizes
 median measured duration beside the profile's times (alone, beside busy devices,
 one vLayer over and over, and as the simulator prices the pack: beside busy
 devices, its later vLayers at their chained share), then the totals and the
-measured / profiled ratios per task kind and in all.
+measured / profiled ratios per task kind and in all; and per kind a task's
+first microbatch against its later ones, measured.
 """
 import collections
 import json
@@ -33,12 +34,21 @@ def main(trace_path, profile_path, forward_u, backward_u):
     names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
              if e.get("ph") == "M" and e["name"] == "thread_name"}
     tasks = collections.defaultdict(list)
-    for e in events:
+    # Per kind (single vLayers or packs): a task's first microbatch and its
+    # later ones, which run on weights the device's core read a microbatch
+    # before; the profile times every step as a first one.
+    first_later = collections.defaultdict(lambda: ([], []))
+    last = {}  # Per device: the task computing.
+    for e in sorted(events, key=lambda e: e.get("ts", 0)):
         if e.get("ph") != "X" or names.get((e["pid"], e["tid"])) != "compute":
             continue
         m = re.match(r"(forward|backward|forward\+loss\+backward) (\d+)-(\d+) #", e["name"])
         if m:
-            tasks[(m.group(1), int(m.group(2)), int(m.group(3)))].append(e["dur"] / 1e6)
+            key = (m.group(1), int(m.group(2)), int(m.group(3)))
+            tasks[key].append(e["dur"] / 1e6)
+            kind = f"{key[0]} {'single' if key[1] == key[2] else 'pack'}"
+            first_later[kind][last.get(e["pid"]) == key].append(e["dur"] / 1e6)
+            last[e["pid"]] = key
     total = collections.defaultdict(float)
     for (kind, a, b), durations in sorted(tasks.items(), key=lambda t: (t[0][1], t[0][0])):
         forward = kind == "forward"
@@ -70,6 +80,11 @@ def main(trace_path, profile_path, forward_u, backward_u):
               f"{measured / total[part, '_alone']:.2f}, / busy "
               f"{measured / total[part, '_busy']:.2f}, / one {measured / total[part, '_one']:.2f}, "
               f"/ as priced (busy, chained) {measured / total[part, '_chained']:.2f}")
+    for kind, (first, later) in sorted(first_later.items()):
+        if first and later:
+            a, b = statistics.median(first), statistics.median(later)
+            print(f"{kind:22s} a task's first microbatch {a * 1e3:.3f} ms, later ones "
+                  f"{b * 1e3:.3f} ms (medians of {len(first)} and {len(later)}): {b / a:.2f}x")
 
 
 if __name__ == "__main__":
