@@ -97,6 +97,13 @@ int SimulateCommand(const std::vector<std::string>& args) {
   std::cout << absl::StrFormat(
       ", device compute %s (summed over the devices)",
       harmony::common::FormatTimeSpan(absl::Seconds(again->device_compute_s)));
+  double handoff = 0;
+  for (double h : sim.handoff_s) handoff += h;
+  if (handoff > 0) {
+    std::cout << absl::StrFormat(
+        ", hand-offs between steps %s (summed; the profile's step hand-off)",
+        harmony::common::FormatTimeSpan(absl::Seconds(handoff)));
+  }
   std::cout << "\n";
   if (!trace.empty()) {
     absl::Status written =

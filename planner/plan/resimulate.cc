@@ -72,6 +72,12 @@ void AverageComputeTimes(proto::ProfileFile& profile, const proto::ProfileFile& 
       if (m.backward_chained() > 0 || o->backward_chained() > 0) {
         m.set_backward_chained((BackwardChained(m) + BackwardChained(*o)) / 2);
       }
+      // The step hand-off: the mean where both measured it, else the one.
+      if (m.step_handoff_s() > 0 && o->step_handoff_s() > 0) {
+        m.set_step_handoff_s((m.step_handoff_s() + o->step_handoff_s()) / 2);
+      } else if (o->step_handoff_s() > 0) {
+        m.set_step_handoff_s(o->step_handoff_s());
+      }
     }
   }
 }
@@ -131,6 +137,7 @@ absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,
       if (t != nullptr) {  // A size it lacks keeps its own factors.
         m.set_forward_chained(t->forward_chained());
         m.set_backward_chained(t->backward_chained());
+        m.set_step_handoff_s(t->step_handoff_s());
       }
       ++(t != nullptr ? out.rows_taken : out.rows_scaled);
     }

@@ -65,16 +65,16 @@ void ScaleComputeTimes(proto::ProfileFile& profile, double scale);
 
 // Every device compute time in `profile` the mean of its and `other`'s at the
 // same vLayer and microbatch size (two profiles taken around a run), and
-// so their chained factors; rows `other` lacks stay.
+// so their chained factors and step hand-offs; rows `other` lacks stay.
 void AverageComputeTimes(proto::ProfileFile& profile, const proto::ProfileFile& other);
 
 // Every device compute time in `profile` (forward, backward; alone, beside
-// busy devices, one vLayer run over and over) and its chained factors
-// (proto forward_chained) taken from `times`, a profile
+// busy devices, one vLayer run over and over), its chained factors
+// (proto forward_chained) and step hand-off taken from `times`, a profile
 // of the same model (its SHA-256), decomposition (as many vLayers) and
 // precision. A row `times` lacks (a size it did not measure) is scaled by
 // its vLayer's ratio over the sizes both have (the whole model's where none)
-// and keeps its factors.
+// and keeps its factors and hand-off.
 // Sizes, peaks and update times stay. InvalidArgument naming what differs,
 // or when the two share no row.
 absl::StatusOr<ReplacedTimes> ReplaceComputeTimes(proto::ProfileFile& profile,

@@ -155,13 +155,16 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
                           "compute)\n",
                           p.num_devices() - 1, busy_f, busy_b);
   }
-  // The chained factors, the same for every vLayer of a size.
+  // The chained factors and the step hand-off, the same for every vLayer
+  // of a size.
   std::map<uint32_t, std::pair<double, double>> chained;
+  std::map<uint32_t, double> handoff;
   for (const proto::VLayerProfile& v : p.vlayers()) {
     for (const M& m : v.by_microbatch()) {
       auto& [f, b] = chained[m.size()];
       f = std::max(f, m.forward_chained());
       b = std::max(b, m.backward_chained());
+      handoff[m.size()] = std::max(handoff[m.size()], m.step_handoff_s());
     }
   }
   std::string sizes;
@@ -174,6 +177,17 @@ std::string ProfileSummary(const proto::ProfileFile& file) {
     absl::StrAppend(&out, "a task's later vLayers, forward and backward (pairs timed as one "
                           "task), at microbatch ", sizes, " their time in turn (the simulator "
                           "prices a pack's second and later vLayers so)\n");
+  }
+  std::string handoffs;
+  for (const auto& [size, seconds] : handoff) {
+    if (seconds <= 0) continue;
+    absl::StrAppendFormat(&handoffs, "%s%u: %s", handoffs.empty() ? "" : "; ", size,
+                          common::FormatTimeSpan(absl::Seconds(seconds)));
+  }
+  if (!handoffs.empty()) {
+    absl::StrAppend(&out, "a device's compute thread between two steps (what one made posted "
+                          "to its copy thread, the next taken), at microbatch ", handoffs,
+                          " (the simulator starts each compute so much later)\n");
   }
   return out;
 }

@@ -398,6 +398,7 @@ absl::StatusOr<proto::ProfileFile> ProfileModel(const std::string& model_path,
         if (busy && bf[k]) row.set_backward_time_busy_s(busy->backward[k]);
         if (ff[k]) row.set_forward_chained(turn.forward_chained);
         if (bf[k]) row.set_backward_chained(turn.backward_chained);
+        row.set_step_handoff_s(turn.step_handoff_s);
       }
     }
     for (int k = 0; k < n; ++k) {

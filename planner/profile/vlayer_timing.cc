@@ -227,9 +227,12 @@ struct Step {
 // pairs, alone then beside the other lanes (MeasureInTurn), and each of the
 // others runs the second of each pair: it waits, its copies out done, while
 // lane 0 runs the first, then its compute starts when lane 0's does. A lane
-// that stops early leaves the barrier.
+// that stops early leaves the barrier. With `handoffs`, each gap from a
+// step's end to the next one's start (the barrier left out) where the next
+// step was ready when the compute thread came for it.
 absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::vector<Step>& steps,
-                                                 StepBarrier* barrier, int lane) {
+                                                 StepBarrier* barrier, int lane,
+                                                 std::vector<double>* handoffs = nullptr) {
   const int threads = common::CallingThreadIntraOpThreads();  // The device's share.
   const bool bounded_out = c.target->kind() != "cpu";
   // Fits were measured already: no cap here (two steps' copies at once).
@@ -312,13 +315,16 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
   });
   std::vector<double> times;
   absl::Status status;
+  double previous_end = -1;  // Of the step before, once computed.
   {
     std::unique_ptr<Target::Scope> scope =
         memory->Enter(lane, Target::Role::kCompute, "compute");
     for (const Step& step : steps) {
       std::vector<Prepared> parts;
+      bool was_ready = false;
       {
         std::unique_lock<std::mutex> lock(mu);
+        was_ready = !ready.empty();
         cv.wait(lock, [&] { return !ready.empty() || done; });
         if (ready.empty()) break;  // The copier failed.
         parts = std::move(ready.front());
@@ -334,6 +340,9 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
         }
         if (!barrier->Arrive()) break;
       }
+      if (handoffs != nullptr && was_ready && previous_end >= 0) {
+        handoffs->push_back(Now() - previous_end);
+      }
       if (barrier != nullptr && !barrier->Arrive()) break;
       double t = 0;
       status = common::CallTorch("", [&] {
@@ -342,6 +351,7 @@ absl::StatusOr<std::vector<double>> RunPipelined(const Context& c, const std::ve
       });
       if (!status.ok()) break;
       times.push_back(t);
+      previous_end = Now();
       std::unique_lock<std::mutex> lock(mu);
       // On a GPU a step waits (untimed) while the copy-out is two behind,
       // as a device of the runtime holds only its own tasks' tensors: an
@@ -478,6 +488,7 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
   const int lanes = others + 1;
   StepBarrier barrier(lanes);
   std::vector<absl::StatusOr<std::vector<double>>> times(lanes, std::vector<double>());
+  std::vector<double> handoffs;  // Lane 0's.
   auto run_lane = [&](int lane) {
     if (warm_up) times[lane] = RunPipelined(c, one_pass, nullptr, lane);
     if (!times[lane].ok()) {
@@ -485,7 +496,8 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
       return;
     }
     times[lane] = RunPipelined(c, lane == 0 ? steps : beside_steps,
-                               others > 0 ? &barrier : nullptr, lane);
+                               others > 0 ? &barrier : nullptr, lane,
+                               lane == 0 ? &handoffs : nullptr);
   };
   std::vector<std::thread> neighbours;
   const int threads = common::CallingThreadIntraOpThreads();
@@ -562,6 +574,9 @@ absl::StatusOr<TurnTimes> MeasureInTurn(const Context& given, int repeats, int o
     const double mean = beside ? (*alone + *beside) / 2 : *alone;
     return std::clamp(mean, kLeastChained, 1.0);
   };
+  // The mean, as the simulator adds them up (the median was 0.4-0.8x it
+  // on vgg: a third of the gaps far longer than the rest).
+  t.step_handoff_s = Mean(handoffs);
   t.forward_chained = factor(chained(pf, f), others > 0 ? chained(pfb, fb) : std::nullopt);
   t.backward_chained = factor(chained(pb, b), others > 0 ? chained(pbb, bb) : std::nullopt);
   return t;

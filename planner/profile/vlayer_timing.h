@@ -135,6 +135,15 @@ struct TurnTimes {
   // 0.91-0.92x.
   double forward_chained = 1;
   double backward_chained = 1;
+  // The timed device's compute thread between two steps whose next was
+  // ready (its weights and inputs copied in): the mean gap from one step's
+  // end to the next one's start, barrier waits left out. The runtime's
+  // device thread pays as much between a task's microbatches and more
+  // between its tasks: on the 2-core AMD bench VM 36 us (median) between
+  // vgg's microbatches, 0.55 ms between backward tasks, none of it on
+  // the CPU (perf): the compute thread descheduled while the copy threads
+  // it woke run. 0 with no step ready.
+  double step_handoff_s = 0;
 };
 // The least chained factor kept (a pair timed far below its first vLayer's
 // own time is noise).

@@ -1,6 +1,7 @@
 #include "planner/search/cost_model.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -163,6 +164,10 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       row.cost.backward_alone_s = r.backward_time_s();
       if (r.forward_chained() > 0) row.cost.forward_chained = r.forward_chained();
       if (r.backward_chained() > 0) row.cost.backward_chained = r.backward_chained();
+      if (r.step_handoff_s() > 0) {
+        double& h = m->step_handoff_[last];
+        h = std::max(h, r.step_handoff_s());
+      }
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.backward_first_peak = r.backward_first_peak_bytes();
@@ -471,6 +476,16 @@ uint64_t CostModel::ReduceBytesPerServer(int begin, int end) const {
   const int s = network_.servers;
   if (s <= 1) return 0;
   return HostGradientBytes(begin, end) * 2 * static_cast<uint64_t>(s - 1) / static_cast<uint64_t>(s);
+}
+
+double CostModel::StepHandoffSeconds(int microbatch) const {
+  if (step_handoff_.empty()) return 0;
+  auto hi = step_handoff_.lower_bound(microbatch);
+  if (hi == step_handoff_.end()) return std::prev(hi)->second;
+  if (hi->first == microbatch || hi == step_handoff_.begin()) return hi->second;
+  auto lo = std::prev(hi);
+  return Lerp(lo->second, hi->second,
+              static_cast<double>(microbatch - lo->first) / (hi->first - lo->first));
 }
 
 double CostModel::ReduceSeconds(int begin, int end) const {

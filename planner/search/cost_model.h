@@ -28,6 +28,7 @@
 #define HARMONY_PLANNER_SEARCH_COST_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -207,6 +208,11 @@ class CostModel {
   // alone plus (busy - alone) x (devices computing beside it, on average
   // over its span) / busy_neighbours (the simulator, sim::Reweigh).
   int busy_neighbours() const { return busy_neighbours_; }
+  // A device's compute thread between two of its steps at this microbatch
+  // (proto step_handoff_s): the simulator starts each compute this much
+  // after its inputs, weights and stream allow. Between measured sizes,
+  // interpolated; beyond them, the nearest; 0 when not measured.
+  double StepHandoffSeconds(int microbatch) const;
   // Bytes a kept pack's saved activations take on the link each way, per
   // microbatch.
   uint64_t KeptBytes(int begin, int end, int microbatch) const;
@@ -251,6 +257,8 @@ class CostModel {
   std::vector<double> forward_alone_chained_prefix_;
   std::vector<double> backward_alone_chained_prefix_;
   int busy_neighbours_ = 0;
+  // Measured step hand-offs by microbatch size (proto step_handoff_s > 0).
+  std::map<int, double> step_handoff_;
 
   struct Row {
     int size;

@@ -43,6 +43,9 @@ struct Op {
   // duration lies between the two (Reweigh).
   double busy = -1;
   double alone = -1;
+  // Starts this long after its stream and dependencies allow: a compute's
+  // step hand-off on its device's thread (CostModel::StepHandoffSeconds).
+  double lead = 0;
   // Most ops wait for one to three others: inline (a vector per op made
   // much of a search's malloc and free, ~22% of its time with the rest).
   absl::InlinedVector<int, 4> deps;

@@ -134,7 +134,14 @@ void Sim::Build() {
         peer_copies_[source].push_back(op);
         for (int h : weights_holder_[source]) holds_[h].until_also.push_back(op);
       } else {
-        op = Add(d, kWeightsIn, kToDevice, w->bytes / to_device_bw_, deps,
+        // The runtime copies them one vLayer at a time (LoadWeights), each
+        // a host transfer with its fixed cost.
+        int crossings = 0;
+        for (int k = t.vlayers.begin; k < t.vlayers.end; ++k) {
+          crossings += m_.WeightBytes(k, k + 1) > 0 ? 1 : 0;
+        }
+        op = Add(d, kWeightsIn, kToDevice,
+                 w->bytes / to_device_bw_ + transfer_latency_ * std::max(0, crossings - 1), deps,
                  Name([&] { return absl::StrCat("weights in ", label); }));
       }
       weight_op_[t.id] = op;
@@ -340,6 +347,7 @@ void Sim::Build() {
       const int compute = Add(d, kCompute, kNoLink, seconds(false), deps,
                               Name([&] { return absl::StrCat(label, " #", mb.index); }));
       ops_[compute].busy = ops_[compute].duration;
+      ops_[compute].lead = m_.StepHandoffSeconds(mb.size);
       auto held_until_now = [&](const std::map<int, std::vector<int>>& freed, int key) {
         auto it = freed.find(key);
         if (it == freed.end()) return;

@@ -58,7 +58,7 @@ absl::Status Sim::Schedule() {
   std::vector<double> deps_end(ops_.size(), 0.0);
   auto start_of = [&](int id) {
     const Op& op = ops_[id];
-    double start = std::max(stream_free[queue_of[id]], deps_end[id]);
+    double start = std::max(stream_free[queue_of[id]], deps_end[id]) + op.lead;
     if (op.link != kNoLink) start = std::max(start, link_free[op.link]);
     return start;
   };
@@ -185,12 +185,14 @@ double Sim::TaskEnd(int task) const { return task_end_[task]; }
 SimResult Sim::Collect(bool keep_events) {
   SimResult r;
   r.busy.assign(c_.num_devices, {});
+  r.handoff_s.assign(c_.num_devices, 0.0);
   for (const Op& op : ops_) {
     r.iteration_s = std::max(r.iteration_s, op.end);
     if (op.device < 0) {
       r.optimizer_busy_s += op.duration;
     } else {
       r.busy[op.device][op.stream] += op.duration;
+      r.handoff_s[op.device] += op.lead;
     }
     if (keep_events) {
       r.events.push_back({op.name, op.device, op.stream, op.start, op.end});

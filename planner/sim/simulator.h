@@ -21,7 +21,9 @@
 // summed over the network on the same thread: CostModel::ReduceSeconds). A device's tasks run one after another, as
 // the runtime runs them: a task starts once the previous one has computed,
 // sent to its peers and reduced; its copies to the host go on beside the
-// next task, as the runtime's copy-out stream runs them.
+// next task, as the runtime's copy-out stream runs them. Each compute
+// starts a step hand-off after its stream and inputs allow (the device
+// thread's own time between steps, CostModel::StepHandoffSeconds).
 //
 // Memory per device: a task's weights from their swap-in (a prefetch's from
 // the start of the task it overlaps, when the runtime allocates them) until
@@ -83,6 +85,9 @@ struct SimResult {
   double iteration_s = 0;
   // busy[device][stream], seconds.
   std::vector<std::array<double, kNumStreams>> busy;
+  // Per device, seconds its compute thread spent handing off between steps
+  // (Op::lead; not in busy: the runtime's compute excludes it).
+  std::vector<double> handoff_s;
   double optimizer_busy_s = 0;
   SwapTotals swap;
   std::vector<uint64_t> device_peak;
