@@ -111,13 +111,32 @@ TEST(ResimulateTest, TimesFromAnotherProfileReplaceThePlans) {
   EXPECT_DOUBLE_EQ(r->ratio, 2);
   EXPECT_EQ(r->rows_scaled, 0);
   EXPECT_GT(r->rows_taken, 0);
-  // The times' chained factors come with them.
+  // Simulated with the times' step hand-offs: each compute starts that
+  // much later, and the devices' compute does not count it.
+  proto::ProfileFile handoffs = slower;
+  for (auto& v : *handoffs.mutable_profile()->mutable_vlayers()) {
+    for (auto& row : *v.mutable_by_microbatch()) row.set_step_handoff_s(2e-4);
+  }
+  ResimulateOptions h;
+  h.times_from = &handoffs;
+  absl::StatusOr<Resimulated> handed = ResimulatePlan(plan, h);
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_GT(handed->sim.iteration_s, taken->sim.iteration_s);
+  EXPECT_NEAR(handed->device_compute_s, taken->device_compute_s,
+              1e-12 * taken->device_compute_s);
+  ASSERT_FALSE(handed->sim.handoff_s.empty());
+  EXPECT_GT(handed->sim.handoff_s[0], 0);
+  // The times' chained factors and step hand-offs come with them.
   for (auto& v : *slower.mutable_profile()->mutable_vlayers()) {
-    for (auto& row : *v.mutable_by_microbatch()) row.set_backward_chained(0.75);
+    for (auto& row : *v.mutable_by_microbatch()) {
+      row.set_backward_chained(0.75);
+      row.set_step_handoff_s(2e-4);
+    }
   }
   proto::ProfileFile again = ProfileOfPlan(plan);
   ASSERT_TRUE(ReplaceComputeTimes(again, slower).ok());
   EXPECT_EQ(again.profile().vlayers(0).by_microbatch(0).backward_chained(), 0.75);
+  EXPECT_EQ(again.profile().vlayers(0).by_microbatch(0).step_handoff_s(), 2e-4);
 }
 
 // A profile of only some sizes (harmony-plan profile --microbatches): those
@@ -208,6 +227,23 @@ TEST(ResimulateTest, AverageComputeTimesTakesTheMeanOfTwoProfiles) {
   AverageComputeTimes(q, chained);
   EXPECT_DOUBLE_EQ(q.profile().vlayers(1).by_microbatch(0).forward_chained(), 0.9);
   EXPECT_DOUBLE_EQ(q.profile().vlayers(1).by_microbatch(0).backward_chained(), 0.8);
+  // Step hand-offs are not compute: not scaled; the mean where both
+  // measured them, the one where one did.
+  proto::ProfileFile handed = before;
+  for (auto& v : *handed.mutable_profile()->mutable_vlayers()) {
+    for (auto& r : *v.mutable_by_microbatch()) r.set_step_handoff_s(1e-4);
+  }
+  ScaleComputeTimes(handed, 3);
+  EXPECT_EQ(handed.profile().vlayers(1).by_microbatch(0).step_handoff_s(), 1e-4);
+  proto::ProfileFile one = before;
+  AverageComputeTimes(one, handed);
+  EXPECT_DOUBLE_EQ(one.profile().vlayers(1).by_microbatch(0).step_handoff_s(), 1e-4);
+  proto::ProfileFile both = handed;
+  for (auto& v : *both.mutable_profile()->mutable_vlayers()) {
+    for (auto& r : *v.mutable_by_microbatch()) r.set_step_handoff_s(3e-4);
+  }
+  AverageComputeTimes(both, handed);
+  EXPECT_DOUBLE_EQ(both.profile().vlayers(1).by_microbatch(0).step_handoff_s(), 2e-4);
   EXPECT_EQ(p.profile().vlayers(1).update_time_s(), before.profile().vlayers(1).update_time_s());
 }
 

@@ -494,8 +494,8 @@ TEST(ProfilerTest, APairOfVLayersComputesWhatTheTwoDoOneAtATime) {
 }
 
 // Profiled on two devices, every size of a plain chain gets chained factors
-// in (0, 1], and the summary says them.
-TEST(ProfilerTest, PairsGiveEachSizeItsChainedFactors) {
+// in (0, 1] and a step hand-off, and the summary says them.
+TEST(ProfilerTest, PairsGiveEachSizeItsChainedFactorsAndHandoff) {
   const std::string path = Tmp("vgg_chained.pt");
   common::TrainingData sample = WriteZoo("vgg", path, 4);
   absl::StatusOr<proto::ProfileFile> file = ProfileModel(path, sample, Options(64ull << 20, 2));
@@ -510,12 +510,19 @@ TEST(ProfilerTest, PairsGiveEachSizeItsChainedFactors) {
       // The same factor for every vLayer of a size.
       const proto::MicrobatchProfile& first = file->profile().vlayers(0).by_microbatch(rows % 2);
       EXPECT_EQ(m.forward_chained(), first.forward_chained());
+      // And so the step hand-off: measured (the next step was ready at
+      // least once a pass), and far below a second.
+      EXPECT_GT(m.step_handoff_s(), 0);
+      EXPECT_LT(m.step_handoff_s(), 0.1);
+      EXPECT_EQ(m.step_handoff_s(), first.step_handoff_s());
       ++rows;
     }
   }
   EXPECT_GE(rows, 2 * 3);
   const std::string summary = ProfileSummary(*file);
   EXPECT_NE(summary.find("a task's later vLayers"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("a device's compute thread between two steps"), std::string::npos)
+      << summary;
 }
 
 }  // namespace

@@ -213,6 +213,28 @@ TEST(CostModelTest, ManyReadsOfTheSameOutputsCountOnce) {
   EXPECT_EQ(m->CrossBytes(0, 3, reader, reader + 1, 4), 3 * one);
 }
 
+// The step hand-off of the sizes that measured it (the largest over the
+// vLayers of a size), interpolated between them and the nearest beyond;
+// none measured: 0.
+TEST(CostModelTest, StepHandoffFollowsTheMeasuredSizes) {
+  FakeProfileOptions o;
+  o.max_microbatch = 16;  // Sizes 1, 2, 4, 8 and 16.
+  proto::ProfileFile p = MakeFakeProfile(o);
+  EXPECT_EQ((*CostModel::Create(p))->StepHandoffSeconds(4), 0);
+  for (proto::VLayerProfile& v : *p.mutable_profile()->mutable_vlayers()) {
+    for (proto::MicrobatchProfile& r : *v.mutable_by_microbatch()) {
+      if (r.size() == 2) r.set_step_handoff_s(v.vlayer() == 1 ? 1e-4 : 0.5e-4);
+      if (r.size() == 8) r.set_step_handoff_s(3e-4);
+    }
+  }
+  auto m = *CostModel::Create(p);
+  EXPECT_DOUBLE_EQ(m->StepHandoffSeconds(1), 1e-4);
+  EXPECT_DOUBLE_EQ(m->StepHandoffSeconds(2), 1e-4);
+  EXPECT_DOUBLE_EQ(m->StepHandoffSeconds(5), 2e-4);
+  EXPECT_DOUBLE_EQ(m->StepHandoffSeconds(8), 3e-4);
+  EXPECT_DOUBLE_EQ(m->StepHandoffSeconds(64), 3e-4);
+}
+
 TEST(CostModelTest, RejectsBrokenProfiles) {
   proto::ProfileFile empty;
   EXPECT_EQ(CostModel::Create(empty).status().code(),
