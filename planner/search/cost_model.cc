@@ -164,10 +164,8 @@ absl::StatusOr<std::shared_ptr<const CostModel>> CostModel::Create(
       row.cost.backward_alone_s = r.backward_time_s();
       if (r.forward_chained() > 0) row.cost.forward_chained = r.forward_chained();
       if (r.backward_chained() > 0) row.cost.backward_chained = r.backward_chained();
-      if (r.step_handoff_s() > 0) {
-        double& h = m->step_handoff_[last];
-        h = std::max(h, r.step_handoff_s());
-      }
+      const double handoff = r.step_handoff_s();  // Per size: the largest over the vLayers.
+      if (handoff > 0) m->step_handoff_[last] = std::max(m->step_handoff_[last], handoff);
       row.cost.forward_peak = r.forward_peak_bytes();
       row.cost.backward_peak = r.backward_peak_bytes();
       row.cost.backward_first_peak = r.backward_first_peak_bytes();
@@ -479,13 +477,11 @@ uint64_t CostModel::ReduceBytesPerServer(int begin, int end) const {
 }
 
 double CostModel::StepHandoffSeconds(int microbatch) const {
-  if (step_handoff_.empty()) return 0;
-  auto hi = step_handoff_.lower_bound(microbatch);
-  if (hi == step_handoff_.end()) return std::prev(hi)->second;
+  auto hi = step_handoff_.lower_bound(microbatch);  // Sizes that measured it (> 0).
+  if (hi == step_handoff_.end()) return hi == step_handoff_.begin() ? 0 : std::prev(hi)->second;
   if (hi->first == microbatch || hi == step_handoff_.begin()) return hi->second;
-  auto lo = std::prev(hi);
-  return Lerp(lo->second, hi->second,
-              static_cast<double>(microbatch - lo->first) / (hi->first - lo->first));
+  const auto lo = std::prev(hi);
+  return Lerp(lo->second, hi->second, (microbatch - lo->first) * 1.0 / (hi->first - lo->first));
 }
 
 double CostModel::ReduceSeconds(int begin, int end) const {
