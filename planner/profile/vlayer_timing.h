@@ -137,12 +137,15 @@ struct TurnTimes {
   double backward_chained = 1;
   // The timed device's compute thread between two steps whose next was
   // ready (its weights and inputs copied in): the mean gap from one step's
-  // end to the next one's start, barrier waits left out. The runtime's
-  // device thread pays as much between a task's microbatches and more
-  // between its tasks: on the 2-core AMD bench VM 36 us (median) between
-  // vgg's microbatches, 0.55 ms between backward tasks, none of it on
-  // the CPU (perf): the compute thread descheduled while the copy threads
-  // it woke run. 0 with no step ready.
+  // end to the next one's start, barrier waits left out. On the 2-core
+  // AMD bench VM 126-177 us at vgg's microbatches 4 and 8, where the
+  // runtime's device thread paid less between a task's microbatches (60 us
+  // on average, median 36-45) and more at each backward task's start (0.5-2
+  // ms beyond the simulation: the vDP devices waiting for each other and for
+  // the reduction); priced before every compute, the two offset each other
+  // (docs/bench/README.md, amd/run5). None of it on the CPU (perf): the
+  // compute thread descheduled while the copy threads it woke run. 0 with
+  // no step ready.
   double step_handoff_s = 0;
 };
 // The least chained factor kept (a pair timed far below its first vLayer's
