@@ -9,23 +9,15 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "planner/search/testing/fake_profile.h"
+#include "planner/sim/testing/sim_events.h"
 #include "planner/sim/simulator.h"
 
 namespace harmony::planner {
 namespace {
 
+using testing::Event;
 using testing::FakeProfileOptions;
 using testing::MakeFakeProfile;
-
-// The first event named `name` (on `device`, when given).
-const TraceEvent& Event(const SimResult& r, const std::string& name, int device = -1) {
-  for (const TraceEvent& e : r.events) {
-    if (e.name == name && (device < 0 || e.device == device)) return e;
-  }
-  ADD_FAILURE() << "no event " << name << (device < 0 ? "" : absl::StrCat(" on device ", device));
-  static TraceEvent none;
-  return none;
-}
 
 // One device in vDP over the fake model `m` of 4 vLayers: the forward pack
 // [0-1] takes 1 MiB in per sample and sends 2 MiB out (vLayer 0's output as

@@ -8,10 +8,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "planner/search/testing/fake_profile.h"
+#include "planner/sim/testing/sim_events.h"
 
 namespace harmony::planner {
 namespace {
 
+using testing::Event;
 using testing::FakeProfileOptions;
 using testing::MakeFakeProfile;
 
@@ -21,15 +23,6 @@ std::shared_ptr<const CostModel> Model(int layers) {
   FakeProfileOptions o;  // 1 MiB weights per vLayer, 1 KiB/sample, 1 GB/s.
   o.layers = layers;
   return *CostModel::Create(MakeFakeProfile(o));
-}
-
-const TraceEvent& Event(const SimResult& r, const std::string& name) {
-  for (const TraceEvent& e : r.events) {
-    if (e.name == name) return e;
-  }
-  ADD_FAILURE() << "no event " << name;
-  static TraceEvent none;
-  return none;
 }
 
 // One device, one fused pack of 2 vLayers, 2 microbatches of 1 sample.

@@ -7,24 +7,17 @@
 
 #include "gtest/gtest.h"
 #include "planner/search/testing/fake_profile.h"
+#include "planner/sim/testing/sim_events.h"
 #include "planner/sim/simulator.h"
 
 namespace harmony::planner {
 namespace {
 
+using testing::Event;
 using testing::FakeProfileOptions;
 using testing::MakeFakeProfile;
 
 constexpr double kMiB = 1048576.0;
-
-const TraceEvent& Event(const SimResult& r, const std::string& name) {
-  for (const TraceEvent& e : r.events) {
-    if (e.name == name) return e;
-  }
-  ADD_FAILURE() << "no event " << name;
-  static TraceEvent none;
-  return none;
-}
 
 // Every row of the profile with this step hand-off.
 proto::ProfileFile WithHandoff(proto::ProfileFile p, double seconds) {
