@@ -22,6 +22,9 @@
 //             are freed only after. Profiles without saved_bytes: each
 //             vLayer's backward peak above its weights, gradients and input.
 //
+// cost_model.cc reads the profile and prices times; cost_model_bytes.cc the
+// activations between packs and the packs' memory.
+//
 // Thread-safety: immutable after Create.
 
 #ifndef HARMONY_PLANNER_SEARCH_COST_MODEL_H_
