@@ -229,8 +229,9 @@ LinkLateness CheckLinkLateness(std::vector<LinkLateness> iterations) {
   c.text = absl::StrFormat(
       "emulated link: its %d copies per iteration came back %.1f ms late in all going in "
       "(the latest %.2f ms), %.1f ms going out (%.2f ms) (medians of %d): the devices' copies "
-      "held past their ends on the link, which the simulator does not price (copy threads "
-      "waking late on cores the compute fills, or copies slower than the link)",
+      "held past their ends on the link, beyond which a plan prices a fixed cost per transfer "
+      "(harmony-plan --host-link-latency; copy threads waking late on cores the compute "
+      "fills, or copies slower than the link)",
       static_cast<int>(c.copies), 1e3 * c.in_s, 1e3 * c.in_max_s, 1e3 * c.out_s,
       1e3 * c.out_max_s, static_cast<int>(copies.size()));
   return c;

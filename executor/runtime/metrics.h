@@ -83,8 +83,9 @@ struct IterationMetrics {
   double to_device_busy_s = 0, to_host_busy_s = 0;
   // Emulated (emulated_link), per direction: the copies, and by how many
   // seconds they came back past their emulated end, summed and the largest
-  // (LinkUse). Each late second holds a device's next step; the simulator
-  // prices none.
+  // (LinkUse). Each late second holds a device's next step; a plan for an
+  // emulated link prices a fixed cost per transfer against it
+  // (Config::host_link_latency_s).
   int64_t to_device_copies = 0, to_host_copies = 0;
   double to_device_late_s = 0, to_device_late_max_s = 0;
   double to_host_late_s = 0, to_host_late_max_s = 0;

@@ -137,8 +137,8 @@ nlohmann::json RunJson(const std::string& schedule, double link, const planner::
     if (run.compute_s + run.swap_wait_s > 0) {
       r["peer_wait_share"] = run.peer_wait_s / (run.compute_s + run.swap_wait_s);
     }
-    // The emulated link's copies held past their ends, which the simulator
-    // does not price.
+    // The emulated link's copies held past their ends (the plan prices a
+    // fixed cost per transfer against them).
     if (link > 0) r["link_late_s"] = run.link_late_s;
   }
   // The plan simulated with its vLayers profiled again around the run.
