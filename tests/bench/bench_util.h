@@ -78,6 +78,12 @@ inline constexpr double kSteadyComputeLow = 0.8, kSteadyComputeHigh = 1.25;
 // 2.57 and 2.88 s while the profiles around them were 0.91x apart and its
 // compute 1.22x their times, docs/bench/intel/run12): timed again too.
 inline constexpr double kSteadySpread = 1.3;
+// The simulator's accuracy the report's headline counts rows against: the
+// simulated iteration within this share of the measured, Harmony's runs and
+// the baselines', with the run's compute within kSteadyComputeLow-High of
+// the profile's (the bar set for the vgg rows when denormals had made
+// an Intel Xeon's runs 5-7x slower than profiled).
+inline constexpr double kBarHarmony = 0.15, kBarBaselines = 0.20;
 // At most this many timings of such a run.
 inline constexpr int kTimings = 3;
 

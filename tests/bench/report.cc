@@ -279,6 +279,7 @@ std::string Headline(const json& results) {
     }
     out += ".\n";
   }
+  absl::StrAppend(&out, report::AccuracyBarText(results));
   if (results.contains("overhead")) {
     const json& o = results["overhead"];
     absl::StrAppendFormat(&out,

@@ -62,6 +62,13 @@ std::string TimedAgainText(const json& results);
 // The emulated link's bandwidth, "215.58 MB/s" ("?" when not recorded).
 std::string Emulated(const json& results);
 
+// The headline's "Accuracy bar" line: how many timed rows (schedules, one
+// pass, denormals) the simulator predicted within kBarHarmony or
+// kBarBaselines at compute kSteadyComputeLow-High, against the up-front
+// profile, the profiles around each run and each run's own compute speed,
+// naming those that missed; "" without rows (report_bar.cc).
+std::string AccuracyBarText(const json& results);
+
 // Sections 1-3 (swap bytes, throughput, simulator accuracy) appended to
 // `md`, their charts written into `dir` (report_schedules.cc).
 absl::Status AppendScheduleSections(const json& results, const std::string& dir,

@@ -329,5 +329,57 @@ TEST(ReportTest, DenormalsBothWays) {
   EXPECT_NE(md->find("| flushed | 1.00 s"), std::string::npos) << *md;
 }
 
+// The headline counts the rows within the accuracy bar in each of the three
+// readings and names those that missed: Harmony's limit is tighter than the
+// baselines', and a run that computed outside 0.80-1.25x the profile's
+// misses whatever its error.
+TEST(ReportTest, AccuracyBarCountsRowsAndNamesTheMisses) {
+  json config = MadeConfig("vgg", 32, 64, 98);
+  config["runs"] = {MadeRun("harmony", true, 1000, 8, 0.27),
+                    MadeRun("ondemand", true, 4000, 2, -0.18),
+                    MadeRun("gpipe", true, 2000, 4, -0.22)};
+  auto compute = [&](int i, double ratio) {
+    config["runs"][i]["compute_s"] = 2 * ratio;  // 2 devices.
+    config["runs"][i]["planned_compute_s"] = 1.0;
+  };
+  compute(0, 0.78);  // The machine faster than profiled: out of the bar at +27%.
+  compute(1, 1.0);   // A baseline 18% off: within its 20%.
+  compute(2, 1.1);   // 22% off: out.
+  // Profiled around the runs: Harmony -14% at 1.06 (in), gpipe -12% at
+  // 1.30 (the run computed outside the range: out).
+  config["runs"][0]["retimed"] = {{"simulator_error", -0.14}, {"compute_ratio", 1.06}};
+  config["runs"][2]["retimed"] = {{"simulator_error", -0.12}, {"compute_ratio", 1.30}};
+  // At its own compute speed: Harmony -9%; on-demand +21% (out).
+  config["runs"][0]["simulator_error_at_measured_compute"] = -0.09;
+  config["runs"][1]["simulator_error_at_measured_compute"] = 0.21;
+  // In one pass, 16% off: within a baseline's limit, not Harmony's.
+  config["harmony_one_pass"] = MadeRun("harmony", true, 900, 7, 0.16);
+  config["harmony_one_pass"]["compute_s"] = 2.0;
+  config["harmony_one_pass"]["planned_compute_s"] = 1.0;
+  json results = MadeResults(config, json::array());
+  results["denormals"] = {
+      {"runs", json::array({json{{"flush_denormal", false}, {"simulator_error", -0.09},
+                                 {"compute_ratio", 1.09}},
+                            json{{"flush_denormal", true}, {"simulator_error", 0.02},
+                                 {"compute_ratio", 0.79}}})}};
+  const std::string headline = Headline(results);
+  EXPECT_NE(headline.find(
+                "- **Accuracy bar** (the runtime's compute 0.80-1.25x the profile's and the "
+                "simulated iteration within ±15% of the measured for Harmony, ±20% for the "
+                "baselines): against the profile the plans were made from, 2 of 6 rows (missed: "
+                "vgg N=2 D=64 harmony +27% at compute 0.78x; vgg N=2 D=64 gpipe -22% at compute "
+                "1.10x; vgg N=2 D=64 harmony in one pass +16% at compute 1.00x; denormals "
+                "flushed +2% at compute 0.79x); against the profiles taken right before and "
+                "after each run, 1 of 2 rows (missed: vgg N=2 D=64 gpipe -12% at compute 1.30x); "
+                "at each run's own compute speed, 1 of 2 rows (missed: vgg N=2 D=64 ondemand "
+                "+21%).\n"),
+            std::string::npos)
+      << headline;
+  // Without timed rows there is no line.
+  results.erase("schedules");
+  results.erase("denormals");
+  EXPECT_EQ(Headline(results).find("Accuracy bar"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace harmony::bench
