@@ -14,6 +14,7 @@
 #include "common/denormals.h"
 #include "common/units.h"
 #include "planner/plan/make_plan.h"
+#include "planner/plan/resimulate.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/sections.h"
 #include "tests/bench/training_run.h"
@@ -83,6 +84,18 @@ absl::StatusOr<nlohmann::json> BenchDenormals(const BenchOptions& o, double emul
     r["compute_s"] = run->compute_s;
     r["planned_compute_s"] = planned_compute;
     r["compute_ratio"] = planned_compute > 0 ? run->compute_s / planned_compute : 0.0;
+    // The plan simulated again at the compute speed the run measured, as the
+    // schedules' rows are.
+    if (const double ratio = r["compute_ratio"].get<double>(); ratio > 0) {
+      planner::ResimulateOptions again;
+      again.compute_scale = ratio;
+      absl::StatusOr<planner::Resimulated> at = planner::ResimulatePlan(made->plan, again);
+      if (at.ok()) {
+        r["simulated_at_measured_compute_s"] = at->sim.iteration_s;
+        r["simulator_error_at_measured_compute"] =
+            (at->sim.iteration_s - seconds.median) / seconds.median;
+      }
+    }
     r["plain_loop_iteration_s"] = ToJson(plain_seconds);
     if (nlohmann::json t = RetimedJson(made->plan, *run); !t.empty()) {
       r["retimed"] = std::move(t);
