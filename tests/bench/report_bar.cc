@@ -49,25 +49,26 @@ std::vector<Row> Rows(const json& results) {
   return rows;
 }
 
-// "7 of 8 rows (missed: NAME +27% at compute 0.78x)", over the rows that
-// have `error` (in `record`, the run itself when empty) and, unless
-// `compute` is empty, a compute ratio ("up front": the row's against the
-// profile the plan was made from); nullopt when no row has them.
-std::optional<std::string> Reading(const std::vector<Row>& rows, const std::string& record,
-                    const std::string& error, const std::string& compute) {
+// The three readings: against the profile the plan was made from (the
+// row's compute ratio), against the profiles taken around the run (its
+// "retimed" record), at the run's own compute speed (no compute ratio).
+enum class Against { kUpFront, kAroundTheRun, kOwnSpeed };
+
+// "7 of 8 rows (missed: NAME +27% at compute 0.78x)" over the rows that have
+// the reading's figures; nullopt when none has.
+std::optional<std::string> Reading(const std::vector<Row>& rows, Against against) {
+  const char* error = against == Against::kOwnSpeed ? "simulator_error_at_measured_compute"
+                                                    : "simulator_error";
   int met = 0, read = 0;
   std::vector<std::string> missed;
   for (const Row& row : rows) {
     const json& r = *row.run;
-    if (!record.empty() && !r.contains(record)) continue;
-    const json& fields = record.empty() ? r : r[record];
+    if (against == Against::kAroundTheRun && !r.contains("retimed")) continue;
+    const json& fields = against == Against::kAroundTheRun ? r["retimed"] : r;
     if (!fields.contains(error)) continue;
-    double ratio = 1;
-    if (compute == "up front") {
-      ratio = row.compute_ratio;
-    } else if (!compute.empty()) {
-      ratio = fields.value(compute, 0.0);
-    }
+    const double ratio = against == Against::kUpFront        ? row.compute_ratio
+                         : against == Against::kAroundTheRun ? fields.value("compute_ratio", 0.0)
+                                                             : 1.0;
     if (!(ratio > 0)) continue;
     ++read;
     const double e = fields[error].get<double>();
@@ -77,9 +78,10 @@ std::optional<std::string> Reading(const std::vector<Row>& rows, const std::stri
       ++met;
       continue;
     }
-    missed.push_back(absl::StrCat(
-        row.name, " ", absl::StrFormat("%+.0f%%", 100 * e),
-        compute.empty() ? "" : absl::StrFormat(" at compute %.2fx", ratio)));
+    missed.push_back(absl::StrCat(row.name, " ", absl::StrFormat("%+.0f%%", 100 * e),
+                                  against == Against::kOwnSpeed
+                                      ? ""
+                                      : absl::StrFormat(" at compute %.2fx", ratio)));
   }
   if (read == 0) return std::nullopt;
   std::string out = absl::StrCat(met, " of ", read, " rows");
@@ -96,12 +98,10 @@ std::string AccuracyBarText(const json& results) {
   auto add = [&](const char* against, std::optional<std::string> reading) {
     if (reading) readings.push_back(absl::StrCat(against, *reading));
   };
-  add("against the profile the plans were made from, ",
-      Reading(rows, "", "simulator_error", "up front"));
+  add("against the profile the plans were made from, ", Reading(rows, Against::kUpFront));
   add("against the profiles taken right before and after each run, ",
-      Reading(rows, "retimed", "simulator_error", "compute_ratio"));
-  add("at each run's own compute speed, ",
-      Reading(rows, "", "simulator_error_at_measured_compute", ""));
+      Reading(rows, Against::kAroundTheRun));
+  add("at each run's own compute speed, ", Reading(rows, Against::kOwnSpeed));
   if (readings.empty()) return "";
   return absl::StrFormat(
       "- **Accuracy bar** (the runtime's compute %.2f-%.2fx the profile's and the simulated "
