@@ -208,7 +208,7 @@ fi
 
 if has_step table; then
   python3 "$here/replay_table.py" "$out" --models "$models" --schedules "$schedules" \
-    >"$out/replay.md" || failed "replay_table.py"
+    --harmony-plan "$tools/planner/harmony-plan" >"$out/replay.md" || failed "replay_table.py"
   cat "$out/replay.md"
 fi
 log "done: $([[ $status -eq 0 ]] && echo "every step passed" || echo "a step failed (above)")"
