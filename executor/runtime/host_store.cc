@@ -129,7 +129,9 @@ void SumInto(std::vector<at::Tensor>& into, bool& grads_in, const std::vector<at
 
 }  // namespace
 
-uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads, int slot) {
+uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads, int slot,
+                                 bool* early) {
+  if (early != nullptr) *early = false;
   Layer& h = *layers_[k];
   uint64_t bytes = 0;
   for (const at::Tensor& g : grads) bytes += g.nbytes();
@@ -145,6 +147,7 @@ uint64_t HostStore::AddGradients(int k, const std::vector<at::Tensor>& grads, in
       copies.push_back(g.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
     }
     h.early[slot] = std::move(copies);
+    if (early != nullptr) *early = true;
     return bytes;
   }
   SumInto(h.grads, h.grads_in, grads);

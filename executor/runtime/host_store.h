@@ -84,8 +84,9 @@ class HostStore {
   // as bf16 (rounded after each add), as a device sums them. With a count
   // set, `slot` is their place in the sum: one that arrives before those
   // ahead of it is copied (on the calling thread's memory scope: the host's)
-  // and added after them.
-  uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads, int slot = -1);
+  // and added after them (`*early` set, when given).
+  uint64_t AddGradients(int k, const std::vector<at::Tensor>& grads, int slot = -1,
+                        bool* early = nullptr);
   // Sums the borrowers' gradients into vLayer k's, steps its optimizer and
   // clears for the next iteration (zero gradients if none arrived):
   // Finalize then Step.

@@ -53,5 +53,36 @@ TEST(HostStoreTest, FlatBufferOfAVLayerThatOwnsAllItsParameters) {
   EXPECT_EQ(tied, 1);
 }
 
+// With a count set, a send that arrives before one ahead of it in the
+// plan's order is kept aside (copied) and says so; the one whose turn it is
+// is summed at once, as is every send without a count.
+TEST(HostStoreTest, AnEarlySendIsKeptAsideAndSaysSo) {
+  torch::jit::Module model = torch::jit::load("tests/suite/gpt2_tied.pt");
+  absl::StatusOr<std::unique_ptr<common::Decomposition>> d =
+      common::Decomposition::Create(model, common::DecomposeOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<std::unique_ptr<HostStore>> store =
+      HostStore::Create(model, **d, optim::OptimizerOptions{});
+  ASSERT_TRUE(store.ok()) << store.status();
+  int k = 0;
+  while (k < (*store)->num_vlayers() && (*store)->params(k).empty()) ++k;
+  ASSERT_LT(k, (*store)->num_vlayers());
+  std::vector<at::Tensor> grads;
+  uint64_t bytes = 0;
+  for (const at::Tensor& p : (*store)->params(k)) {
+    grads.push_back(at::ones_like(p));
+    bytes += p.nbytes();
+  }
+  bool early = true;
+  EXPECT_EQ((*store)->AddGradients(k, grads, -1, &early), bytes);
+  EXPECT_FALSE(early);
+  (*store)->SetGradientCount(k, 2);
+  EXPECT_EQ((*store)->AddGradients(k, grads, 1, &early), bytes);
+  EXPECT_TRUE(early);  // Slot 0 has not arrived.
+  EXPECT_EQ((*store)->AddGradients(k, grads, 0, &early), bytes);
+  EXPECT_FALSE(early);
+  EXPECT_TRUE((*store)->Finalize(k, nullptr).ok());  // Both summed, in order.
+}
+
 }  // namespace
 }  // namespace harmony::executor

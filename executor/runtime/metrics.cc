@@ -49,6 +49,7 @@ std::string MetricsJson(const IterationMetrics& m) {
       {"peer_wait_s", m.peer_wait_s},
       {"device_compute_s", m.device_compute_s},
       {"optimizer_s", m.optimizer_s},
+      {"host_sums", {{"seconds", m.host_sum_s}, {"early_bytes", m.host_sum_early_bytes}}},
       {"host_link",
        {{"to_device_bytes", m.to_device_link_bytes},
         {"to_device_busy_s", m.to_device_busy_s},
@@ -112,6 +113,8 @@ void IterationCounters::Reset(int devices) {
   wait_ns = 0;
   optimizer_ns = 0;
   peer_wait_ns = 0;
+  host_sum_ns = 0;
+  host_sum_early = 0;
 }
 
 void IterationCounters::Fill(IterationMetrics& out) const {
@@ -132,6 +135,8 @@ void IterationCounters::Fill(IterationMetrics& out) const {
   out.device_compute_s.clear();
   for (const std::atomic<int64_t>& c : device_compute_ns_) out.device_compute_s.push_back(c * 1e-9);
   out.optimizer_s = optimizer_ns * 1e-9;
+  out.host_sum_s = host_sum_ns * 1e-9;
+  out.host_sum_early_bytes = host_sum_early;
 }
 
 ComputeCheck CheckComputeAgainstPlan(std::vector<double> compute_s, double planned_s,

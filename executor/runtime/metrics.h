@@ -75,6 +75,16 @@ struct IterationMetrics {
   std::vector<double> device_compute_s;
   // The host's CPU optimizer.
   double optimizer_s = 0;
+  // The host summing gradients into its store (HostStore::AddGradients),
+  // on the threads that sent them, summed over those threads, waits for
+  // a vLayer's lock included; and of the bytes, those kept aside (copied)
+  // because a send ahead of them in the plan's order had not arrived. Where
+  // a GPU's sends are many (dp-swap, on-demand: a vLayer's gradients from
+  // every device and microbatch), this host work, which the simulator does
+  // not price, can hold the devices: on the H200 of 11-28 dp-swap's GPT-2
+  // XL iteration took 11.4 s against 4.3 s simulated at its own compute.
+  double host_sum_s = 0;
+  uint64_t host_sum_early_bytes = 0;
   // The host link per direction (HostLink::TakeUse): bytes that crossed and
   // the seconds during which at least one copy was crossing, whatever the
   // devices copying at once. bytes / busy seconds is the link's rate while
@@ -131,6 +141,8 @@ struct IterationCounters {
       data_in{0}, targets_in{0};
   std::atomic<int64_t> compute_ns{0}, wait_ns{0}, optimizer_ns{0};
   std::atomic<int64_t> peer_wait_ns{0};  // Also in wait_ns.
+  std::atomic<int64_t> host_sum_ns{0};
+  std::atomic<uint64_t> host_sum_early{0};
 
   static void AddSeconds(std::atomic<int64_t>& ns, double seconds) {
     ns += static_cast<int64_t>(seconds * 1e9);

@@ -151,5 +151,26 @@ TEST(MetricsTest, LinkLateness) {
   EXPECT_FALSE(nlohmann::json::parse(MetricsJson(real))["host_link"].contains("to_device_late_s"));
 }
 
+// The host's sums of gradients: counted by the threads that send them,
+// read out per iteration and written to metrics.jsonl.
+TEST(MetricsTest, HostSumsAreCountedAndWritten) {
+  IterationCounters c;
+  c.Reset(2);
+  IterationCounters::AddSeconds(c.host_sum_ns, 0.25);
+  IterationCounters::AddSeconds(c.host_sum_ns, 0.5);
+  c.host_sum_early += 4096;
+  IterationMetrics m;
+  c.Fill(m);
+  EXPECT_DOUBLE_EQ(m.host_sum_s, 0.75);
+  EXPECT_EQ(m.host_sum_early_bytes, 4096u);
+  const nlohmann::json j = nlohmann::json::parse(MetricsJson(m));
+  EXPECT_DOUBLE_EQ(j["host_sums"]["seconds"].get<double>(), 0.75);
+  EXPECT_EQ(j["host_sums"]["early_bytes"], 4096);
+  c.Reset(2);
+  c.Fill(m);
+  EXPECT_EQ(m.host_sum_s, 0);
+  EXPECT_EQ(m.host_sum_early_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace harmony::executor

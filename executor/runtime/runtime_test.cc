@@ -264,6 +264,12 @@ TEST(RuntimeTest, RunsOfAPlanAreBitIdentical) {
                                   MakePlan(m, host_summed)}) {
     SCOPED_TRACE(plan.config().host_summed_packs_size() > 0 ? "vPP summed on the host" : "dp-swap");
     const TrainingRun first = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("adam")));
+    // Every send was summed into the host's store, on the thread that sent
+    // it; what was kept aside for its turn is part of what was sent.
+    for (const IterationMetrics& it : first.metrics) {
+      EXPECT_GT(it.host_sum_s, 0);
+      EXPECT_LE(it.host_sum_early_bytes, it.bytes.gradients_out);
+    }
     for (int again = 0; again < 4; ++again) {
       const TrainingRun run = RunPlan(m, plan, Options(2, 1ull << 30, Optimizer("adam")));
       EXPECT_EQ(run.losses, first.losses);

@@ -176,7 +176,12 @@ absl::Status Runtime::Impl::CopyGradientsOut(const Task& t, int d, int mb,
       for (at::Tensor& g : gs) {
         if (!g.is_cpu()) g = ToHost(g).toTensor();  // A GPU's: to pinned memory first.
       }
-      bytes += host->AddGradients(k, gs, slots[k - t.vlayers.begin]);
+      const double sum_start = Now();
+      bool early = false;
+      const uint64_t sent = host->AddGradients(k, gs, slots[k - t.vlayers.begin], &early);
+      IterationCounters::AddSeconds(counters.host_sum_ns, Now() - sum_start);
+      if (early) counters.host_sum_early += sent;
+      bytes += sent;
     }
   }, absl::StatusCode::kInternal));
   Link(1, bytes, start);

@@ -124,6 +124,11 @@ def schedule_row(out, model, schedule, harmony_plan=None):
         row["compute_ratio"] = row["compute_s"] / planned
         row["simulated_at_own_s"] = simulated_at(harmony_plan, pb, row["compute_ratio"])
     row["wait_s"] = statistics.median(m.get("swap_wait_s", 0) for m in timed)
+    # The host summing gradients into its store (metrics since 11-29): the
+    # threads' seconds, and what waited for its turn.
+    if all("host_sums" in m for m in timed):
+        row["host_sum_s"] = statistics.median(m["host_sums"]["seconds"] for m in timed)
+        row["host_sum_early"] = statistics.median(m["host_sums"]["early_bytes"] for m in timed)
     b = timed[-1]["bytes"]
     row["to_device"] = b.get("to_device", 0)
     row["to_host"] = b.get("to_host", 0)
@@ -178,15 +183,16 @@ def model_section(out, model, schedules, harmony_plan=None):
     own = harmony_plan is not None
     lines.append("| schedule | plan | s / iteration | samples/s | simulated (error) | "
                  + ("at the run's compute speed (error) | " if own else "") + "compute, summed over devices | "
-                 "host link per iteration (in / out) | weights + gradients | H2D while copying weights "
+                 "host link per iteration (in / out) | host sums of gradients, thread-seconds "
+                 "(kept for their turn) | weights + gradients | H2D while copying weights "
                  "(of pinned) | H2D link while busy, every copy (of pinned) | peak device memory | "
                  "Harmony's samples/s ÷ | its weights+gradients ÷ Harmony's |")
-    lines.append("|---" * (14 if own else 13) + "|")
+    lines.append("|---" * (15 if own else 14) + "|")
     harmony = next((r for r in rows if r["schedule"] == "harmony" and r["status"] == "trained"), None)
     for r in rows:
         if r["status"] != "trained":
             plan = f'{r["mode"]}, u={r["microbatch"]}' if "mode" in r else ""
-            lines.append(f'| {r["schedule"]} | {plan} | {r["status"]} |' + " |" * (11 if own else 10))
+            lines.append(f'| {r["schedule"]} | {plan} | {r["status"]} |' + " |" * (12 if own else 11))
             continue
         error = (r["simulated_s"] - r["seconds"]) / r["seconds"]
         rate = r["weights_in_rate"]
@@ -197,6 +203,8 @@ def model_section(out, model, schedules, harmony_plan=None):
         link_h2d = of_pinned(r["link_rate"])
         versus = ratio(harmony["samples_per_s"], r["samples_per_s"]) if harmony else "n/a"
         bytes_ratio = ratio(r["weights_gradients"], harmony["weights_gradients"]) if harmony else "n/a"
+        sums = (f'{fmt_s(r["host_sum_s"])} ({fmt_bytes(r["host_sum_early"])})'
+                if "host_sum_s" in r else "n/a")
         at_own = ""
         if own:
             t = r.get("simulated_at_own_s")
@@ -205,7 +213,8 @@ def model_section(out, model, schedules, harmony_plan=None):
         lines.append(
             f'| {r["schedule"]} | {r["mode"]}, u={r["microbatch"]} | {fmt_s(r["seconds"])} | '
             f'{r["samples_per_s"]:.2f} | {fmt_s(r["simulated_s"])} ({error:+.0%}) | {at_own}{fmt_s(r["compute_s"])} | '
-            f'{fmt_bytes(r["to_device"])} / {fmt_bytes(r["to_host"])} | {fmt_bytes(r["weights_gradients"])} | '
+            f'{fmt_bytes(r["to_device"])} / {fmt_bytes(r["to_host"])} | {sums} | '
+            f'{fmt_bytes(r["weights_gradients"])} | '
             f'{h2d} | {link_h2d} | {fmt_bytes(r["peak"])} | {versus} | {bytes_ratio} |')
     lines.append("")
     return lines
