@@ -40,6 +40,20 @@ class Seen {
 
 uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
+// The bytes at microbatch `u` of a vLayer's inputs (`in`, with their
+// `slots`) made before vLayer `begin`, each output counted once over
+// `seen`. (A template: CostModel's slot type is its own.)
+template <typename Slot>
+uint64_t InputsFromBefore(const std::vector<std::pair<int, int>>& in,
+                          const std::vector<Slot>& slots, int begin, int u, Seen& seen) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].first >= begin || !seen.Insert(in[i])) continue;
+    if (i < slots.size()) total += slots[i].Bytes(u);
+  }
+  return total;
+}
+
 }  // namespace
 
 uint64_t CostModel::PackInputBytes(int begin, int end, int u) const {
@@ -47,11 +61,7 @@ uint64_t CostModel::PackInputBytes(int begin, int end, int u) const {
   Seen seen;
   uint64_t total = 0;
   for (int l = begin; l < end; ++l) {
-    const auto& in = inputs_[l];
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i].first >= begin || !seen.Insert(in[i])) continue;
-      if (i < in_slots_[l].size()) total += in_slots_[l][i].Bytes(u);
-    }
+    total += InputsFromBefore(inputs_[l], in_slots_[l], begin, u, seen);
   }
   return total;
 }
@@ -136,13 +146,7 @@ uint64_t CostModel::ForwardMemory(int begin, int end, int u) const {
 uint64_t CostModel::InputBytesFromBefore(int layer, int begin, int u) const {
   if (inputs_.empty()) return layer == begin ? Cost(layer, u).input_bytes : 0;
   Seen seen;
-  uint64_t total = 0;
-  const auto& in = inputs_[layer];
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].first >= begin || !seen.Insert(in[i])) continue;
-    if (i < in_slots_[layer].size()) total += in_slots_[layer][i].Bytes(u);
-  }
-  return total;
+  return InputsFromBefore(inputs_[layer], in_slots_[layer], begin, u, seen);
 }
 
 uint64_t CostModel::ForwardWorkingBytes(int begin, int end, int u) const {
